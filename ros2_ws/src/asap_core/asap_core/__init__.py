@@ -1,0 +1,1 @@
+"""asap_core: the G1 robot contract (no rclpy)."""

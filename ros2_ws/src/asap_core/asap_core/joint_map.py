@@ -1,0 +1,74 @@
+"""Name-based maps between joint orders, resolved once at configure time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class JointMapError(ValueError):
+    """Two joint orders cannot be mapped (unknown, duplicate or missing names)."""
+
+
+def _check_unique(names: Sequence[str], what: str) -> None:
+    seen: set[str] = set()
+    dups = [n for n in names if n in seen or seen.add(n)]
+    if dups:
+        raise JointMapError(f"{what} has duplicate joint names: {sorted(set(dups))}")
+
+
+@dataclass(frozen=True)
+class JointMap:
+    """Maps vectors from a ``source`` joint order to a ``target`` order by name.
+
+    ``target`` may contain joints the source lacks (filled by :meth:`apply`'s ``fill``); every
+    source joint must exist in the target, so no value is silently dropped.
+    """
+
+    source: tuple[str, ...]
+    target: tuple[str, ...]
+    index: np.ndarray
+    """For each source joint, its position in ``target``."""
+
+    @classmethod
+    def from_names(cls, source: Sequence[str], target: Sequence[str]) -> JointMap:
+        """Resolve the map; raises :class:`JointMapError` naming unknown joints."""
+        _check_unique(source, "source order")
+        _check_unique(target, "target order")
+        position = {n: i for i, n in enumerate(target)}
+        unknown = [n for n in source if n not in position]
+        if unknown:
+            raise JointMapError(f"joints not in the target order: {unknown}")
+        index = np.array([position[n] for n in source], dtype=np.intp)
+        return cls(tuple(source), tuple(target), index)
+
+    @property
+    def is_bijection(self) -> bool:
+        """True when both orders hold the same set of joints."""
+        return len(self.source) == len(self.target)
+
+    def apply(self, values: np.ndarray, fill: float | np.ndarray = 0.0) -> np.ndarray:
+        """Reorder ``values`` (last axis in source order) into target order.
+
+        Target joints missing from the source take ``fill`` (a scalar or a target-order array).
+        """
+        values = np.asarray(values)
+        if values.shape[-1] != len(self.source):
+            raise JointMapError(
+                f"expected {len(self.source)} values in source order, got {values.shape[-1]}"
+            )
+        shape = (*values.shape[:-1], len(self.target))
+        out = np.broadcast_to(np.asarray(fill, dtype=values.dtype), shape).copy()
+        out[..., self.index] = values
+        return out
+
+    def gather(self, target_values: np.ndarray) -> np.ndarray:
+        """The inverse direction: pick source-order values out of a target-order vector."""
+        target_values = np.asarray(target_values)
+        if target_values.shape[-1] != len(self.target):
+            raise JointMapError(
+                f"expected {len(self.target)} values in target order, got {target_values.shape[-1]}"
+            )
+        return target_values[..., self.index]

@@ -1,0 +1,17 @@
+from setuptools import find_packages, setup
+
+PACKAGE = "asap_core"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+    ],
+    install_requires=["numpy"],
+    zip_safe=True,
+    description="G1 robot contract shared by the asap nodes and training (no rclpy).",
+    license="BSD-3-Clause",
+)

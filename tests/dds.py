@@ -1,0 +1,47 @@
+"""Helpers for tests that run real rclpy nodes and processes over DDS (no sleeps-and-hope)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def spawn(script: str | Path, *args: str, **popen_kwargs) -> subprocess.Popen:
+    """Start ``script`` (a path, or ``-m module``) with this interpreter in its own process."""
+    cmd = [sys.executable, *(["-m", str(script)[3:]] if str(script).startswith("-m ") else [str(script)])]
+    return subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **popen_kwargs)
+
+
+def spin_until(node, predicate: Callable[[], bool], timeout_s: float, executor=None) -> bool:
+    """Spin ``node`` until ``predicate()`` holds or ``timeout_s`` passes; return the predicate."""
+    import rclpy
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if executor is not None:
+            executor.spin_once(timeout_sec=0.01)
+        else:
+            rclpy.spin_once(node, timeout_sec=0.01)
+    return predicate()
+
+
+def finish(proc: subprocess.Popen, timeout_s: float = 10.0) -> tuple[int, str, str]:
+    """Wait for a process (terminating it if needed); return (code, stdout, stderr)."""
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    return proc.returncode, out, err
