@@ -30,7 +30,7 @@ def main() -> int:
 
     rclpy.init()
     node = rclpy.create_node("lowcmd_test_publisher")
-    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
     pub = node.create_publisher(LowCmd, "/lowcmd", qos)
     deadline = time.monotonic() + args.discovery_timeout
     while pub.get_subscription_count() < args.subscribers:

@@ -15,17 +15,20 @@ from asap_core.crc import lowcmd_crc  # noqa: E402
 
 pytestmark = pytest.mark.graph
 COUNT = 2500  # 5 s at 500 Hz
+# Reliable delivery with room for a busy 2-core machine: a Python subscriber can fall a few hundred
+# messages behind for a moment; the test is about the DDS path, not about the receiver's CPU.
+QUEUE_DEPTH = 1000
 
 
 def test_lowcmd_500hz_between_processes_with_crc() -> None:
     rclpy.init()
     node = rclpy.create_node("lowcmd_test_receiver")
-    received: dict[int, bool] = {}
+    received: dict[int, LowCmd] = {}
 
-    def on_cmd(msg: LowCmd) -> None:
-        received[int(msg.reserve[0])] = msg.crc == lowcmd_crc(msg)
+    def on_cmd(msg: LowCmd) -> None:  # keep the callback cheap; verify CRCs afterwards
+        received[int(msg.reserve[0])] = msg
 
-    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
     node.create_subscription(LowCmd, "/lowcmd", on_cmd, qos)
     proc = spawn(Path(__file__).with_name("lowcmd_publisher.py"), "--count", str(COUNT))
     try:
@@ -38,4 +41,5 @@ def test_lowcmd_500hz_between_processes_with_crc() -> None:
     assert code == 0, err
     assert f"sent {COUNT}" in out
     assert len(received) >= 0.99 * COUNT, f"received {len(received)}/{COUNT} after discovery"
-    assert all(received.values()), "a message arrived with a CRC that does not match its content"
+    bad = [seq for seq, msg in received.items() if msg.crc != lowcmd_crc(msg)]
+    assert not bad, f"messages {bad[:10]} arrived with a CRC that does not match their content"

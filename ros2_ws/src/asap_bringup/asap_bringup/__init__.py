@@ -1,0 +1,1 @@
+"""asap_bringup: bringup profiles, launch files and the asap-up runner."""
