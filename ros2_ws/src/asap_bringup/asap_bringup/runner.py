@@ -25,7 +25,14 @@ from typing import Any
 
 import yaml
 
-from asap_bringup.profile import Profile, ProfileError, available_profiles, launch_entries, load_profile
+from asap_bringup.profile import (
+    CONFIG_DIR,
+    Profile,
+    ProfileError,
+    available_profiles,
+    launch_entries,
+    load_profile,
+)
 
 
 class RunnerError(RuntimeError):
@@ -150,15 +157,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list profiles and their arguments")
     ap.add_argument("--dry-run", action="store_true", help="print the node commands, start nothing")
     ap.add_argument("--stop-timeout", type=float, default=5.0, help="seconds before SIGKILL on stop")
+    ap.add_argument("--config-dir", type=Path, default=CONFIG_DIR,
+                    help="folder holding profiles/ and params/ (default: the installed asap_bringup config)")
     ns = ap.parse_args(argv)
     try:
         if ns.list or not ns.profile:
-            for name in available_profiles():
-                p = load_profile(name)
+            for name in available_profiles(ns.config_dir):
+                p = load_profile(name, ns.config_dir)
                 print(f"{name}: {p.description}\n  arguments: {dict(p.arguments)}\n"
                       f"  nodes: {[n.name for n in p.nodes]}")
             return 0
-        profile = load_profile(ns.profile)
+        profile = load_profile(ns.profile, ns.config_dir)
         args = parse_arguments(profile, ns.assignments)
         commands = [(e["name"], node_command(e, find_executable(e["package"], e["executable"])))
                     for e in enabled_entries(profile, args)]

@@ -1,0 +1,116 @@
+"""The asap-up runner: real node processes, parameters, clean stop, and a dead node's name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from asap_bringup import runner
+from asap_bringup.profile import ProfileError, launch_entries, load_profile
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CONFIG = FIXTURES / "config"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["AMENT_PREFIX_PATH"] = f"{FIXTURES / 'prefix'}{os.pathsep}{env.get('AMENT_PREFIX_PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "asap_bringup.runner", "--config-dir", str(CONFIG), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+
+
+def _read_until(proc: subprocess.Popen, needles: list[str], timeout_s: float = 30.0) -> str:
+    seen, deadline = "", time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not all(n in seen for n in needles):
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen += line
+    assert all(n in seen for n in needles), f"runner output lacks {needles}:\n{seen}"
+    return seen
+
+
+def _heartbeats() -> list[int]:
+    """PIDs of the heartbeat nodes (they run in their own sessions, so look them up by name)."""
+    out = subprocess.run(["pgrep", "-f", "fake_pkg/heartbeat"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_profile_parameters_reach_the_nodes() -> None:
+    proc = _start("pair", "greeting:=bonjour")
+    try:
+        out = _read_until(proc, ["first greeting=from_file period=0.5", "second greeting=bonjour period=0.5"])
+        assert "started ['first', 'second']" in out
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+
+
+def test_condition_argument_skips_a_node() -> None:
+    cmd = [sys.executable, "-m", "asap_bringup.runner", "--config-dir", str(CONFIG), "--dry-run",
+           "pair", "with_second:=false"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=True)
+    assert out.stdout.strip().count("\n") == 0 and "__node:=first" in out.stdout
+
+
+def test_ctrl_c_stops_every_node_within_5s() -> None:
+    proc = _start("pair")
+    _read_until(proc, ["first greeting", "second greeting"])
+    assert len(_heartbeats()) == 2
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    code = proc.wait(10)
+    deadline = time.monotonic() + 5
+    while _heartbeats() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert code == 0
+    assert not _heartbeats(), "a node outlived the runner"
+    assert time.monotonic() - t0 < 5.0
+
+
+def test_a_killed_node_makes_the_runner_fail_naming_it() -> None:
+    proc = _start("pair")
+    _read_until(proc, ["first greeting", "second greeting"])
+    victim = next(p for p in _heartbeats()
+                  if "__node:=second" in Path(f"/proc/{p}/cmdline").read_text().replace("\0", " "))
+    os.kill(victim, signal.SIGKILL)
+    code = proc.wait(15)
+    err = proc.stderr.read()
+    assert code != 0
+    assert "node 'second' exited" in err
+    assert not _heartbeats()
+
+
+def test_runner_commands_equal_the_launch_entries() -> None:
+    profile = load_profile("pair", CONFIG)
+    args = runner.parse_arguments(profile, ["greeting:=hi"])
+    entries = launch_entries(profile, args.__getitem__)
+    for entry in entries:
+        cmd = runner.node_command(entry, "/bin/x")
+        assert cmd[:4] == ["/bin/x", "--ros-args", "-r", f"__node:={entry['name']}"]
+        files = [cmd[i + 1] for i, c in enumerate(cmd) if c == "--params-file"]
+        assert files == [p for p in entry["parameters"] if isinstance(p, str)]
+    assert runner.node_command(entries[1], "/bin/x")[-2:] == ["-p", "greeting:=hi"]
+
+
+def test_bad_profiles_are_explained(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yaml").write_text(
+        "arguments: {}\nnodes:\n  - {name: a, package: p, executable: e, overrides: {x: $(nope)}}\n")
+    with pytest.raises(ProfileError, match=r"undeclared argument \$\(nope\)"):
+        load_profile("bad", tmp_path)
+    with pytest.raises(ProfileError, match="available"):
+        load_profile("missing", tmp_path)
+    with pytest.raises(runner.RunnerError, match="no argument 'colour'"):
+        runner.parse_arguments(load_profile("pair", CONFIG), ["colour:=red"])
