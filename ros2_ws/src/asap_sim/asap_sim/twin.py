@@ -75,6 +75,8 @@ class TwinState:
     base_pos_w: np.ndarray
     base_quat_wxyz: np.ndarray
     base_lin_vel_w: np.ndarray
+    base_lin_vel_b: np.ndarray
+    """Pelvis linear velocity in the pelvis frame (as nav_msgs/Odometry's twist wants it)."""
     base_ang_vel_b: np.ndarray
     foot_contact: np.ndarray
     """(left, right) touching the floor."""
@@ -184,6 +186,7 @@ class Twin:
             base_pos_w=d.qpos[:3].copy(),
             base_quat_wxyz=d.qpos[3:7].copy(),
             base_lin_vel_w=d.qvel[:3].copy(),
+            base_lin_vel_b=d.xmat[idx.base_body].reshape(3, 3).T @ d.qvel[:3],
             base_ang_vel_b=d.qvel[3:6].copy(),
             foot_contact=np.array(contact),
             band_held=self._band_held,
