@@ -8,6 +8,7 @@ The executor thread only receives commands, remote and service calls, and hands 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ PARAMETERS = (
     _Param("sync_every", 10, "lockstep: states per sync state (10 = 50 Hz at 500 Hz)", (1, 10000)),
     _Param("resend_s", 0.5, "lockstep: re-publish the sync state after this long without a LowCmd "
            "(wall s; covers late discovery)", (0.01, 60.0)),
+    _Param("rt_priority", 0, "realtime: SCHED_FIFO priority of the loop thread (1-99; 0 = normal "
+           "scheduling); needs CAP_SYS_NICE, falls back with a warning", (0, 99)),
     _Param("odometry_every", 1, "publish /odometry every N states", (1, 10000)),
     _Param("joint_states_every", 1, "publish /joint_states every N states", (1, 10000)),
     _Param("world_frame", "world", "frame of the ground-truth odometry pose"),
@@ -88,6 +91,7 @@ class SimConfig:
     wait_for_cmd: bool
     sync_every: int
     resend_s: float
+    rt_priority: int
     odometry_every: int
     joint_states_every: int
     world_frame: str
@@ -220,18 +224,27 @@ class G1SimNode(Node):
     # -- the loop (sim thread) ------------------------------------------------------------------
 
     def _run(self) -> None:
+        if self.cfg.rt_priority and not self._lockstep:
+            self._use_fifo_scheduling(self.cfg.rt_priority)
         try:
             self._loop()
         except Exception:
             if self.context.ok() and not self._stop.is_set():
                 raise  # a real fault; after shutdown, publishers fail on an invalid context
 
+    def _use_fifo_scheduling(self, priority: int) -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        except (OSError, AttributeError) as err:
+            self.get_logger().warn(f"rt_priority {priority}: SCHED_FIFO refused ({err}); running with "
+                                   f"normal scheduling (grant CAP_SYS_NICE or set rt_priority:=0)")
+
     def _loop(self) -> None:
+        """Publish the state, then advance to the next one; the first state is the start (tick 0)."""
         period = 1.0 / self.cfg.state_rate_hz
         deadline = time.monotonic()
         index = 0
         while not self._stop.is_set():
-            self._advance()
             state = self.twin.read_state()
             lowstate = self._encoder.encode(state, self._command.mode, self._remote)
             if self._lockstep:
@@ -245,6 +258,7 @@ class G1SimNode(Node):
             else:
                 deadline = self._sleep_until(deadline + period)
                 self._publish(state, lowstate, index)
+            self._advance()
             index += 1
 
     def _advance(self) -> None:

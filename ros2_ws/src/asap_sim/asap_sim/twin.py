@@ -12,6 +12,7 @@ exactly where it was placed and a released one starts from a standing posture.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import mujoco
@@ -85,12 +86,19 @@ class TwinState:
 
 def quat_to_rpy(quat_wxyz: np.ndarray) -> np.ndarray:
     """Roll, pitch, yaw (rad; intrinsic z-y-x) of a unit quaternion (w, x, y, z)."""
-    w, x, y, z = quat_wxyz
+    w, x, y, z = (float(v) for v in quat_wxyz)  # scalar math: numpy per-scalar calls cost ~10x more
     return np.array([
-        np.arctan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y)),
-        np.arcsin(np.clip(2.0 * (w * y - z * x), -1.0, 1.0)),
-        np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)),
+        math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y)),
+        math.asin(min(1.0, max(-1.0, 2.0 * (w * y - z * x)))),
+        math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)),
     ])
+
+
+def _as_slice(indices: np.ndarray) -> slice | np.ndarray:
+    """A contiguous index run as a slice (a view, no copy); otherwise the indices."""
+    first = int(indices[0])
+    contiguous = np.array_equal(indices, np.arange(first, first + len(indices)))
+    return slice(first, first + len(indices)) if contiguous else indices
 
 
 class Twin:
@@ -102,6 +110,9 @@ class Twin:
         self.model = build_model(self.profile, timestep=self.config.physics_dt)
         self.data = mujoco.MjData(self.model)
         self.idx = G1Indices.from_model(self.model)
+        self._q, self._dq, self._ctrl = (_as_slice(i) for i in (self.idx.qpos, self.idx.qvel,
+                                                                 self.idx.actuator))
+        self._contact_found = [self.idx.sensor[f"{side}_foot_contact"].start for side in ("left", "right")]
         self._params = MotorParams.from_profile(self.profile)
         self._latency = latency_steps(self.profile.actuation_latency_ms, self.config.physics_dt)
         seed = self.profile.seed if self.config.seed is None else self.config.seed
@@ -116,6 +127,7 @@ class Twin:
         self.data.qpos[:7] = (0.0, 0.0, height, 1.0, 0.0, 0.0, 0.0)
         self.data.qpos[self.idx.qpos] = q
         mujoco.mj_forward(self.model, self.data)
+        self._wrench, self._rot_err_b = np.zeros(6), np.zeros(3)
         self._anchor_pos = self.data.qpos[:3].copy()
         self._anchor_quat = self.data.qpos[3:7].copy()
         self._band_held = self.config.band_held
@@ -148,30 +160,29 @@ class Twin:
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps."""
+        model, data, q, dq = self.model, self.data, self._q, self._dq
         for _ in range(n):
-            cmd = self._delay.push(self._command)
-            self._tau = pd_torque(cmd, self.data.qpos[self.idx.qpos], self.data.qvel[self.idx.qvel],
-                                  self._params)
-            self.data.ctrl[self.idx.actuator] = self._tau
+            cmd = self._delay.push(self._command) if self._latency else self._command
+            self._tau = pd_torque(cmd, data.qpos[q], data.qvel[dq], self._params)
+            data.ctrl[self._ctrl] = self._tau
             if self._band_held:
-                self.data.xfrc_applied[self.idx.base_body] = self._band_wrench()
-            mujoco.mj_step(self.model, self.data)
+                data.xfrc_applied[self.idx.base_body] = self._band_wrench()
+            mujoco.mj_step(model, data)
 
     def _band_wrench(self) -> np.ndarray:
-        band = self.config.band
-        pos, quat = self.data.qpos[:3], self.data.qpos[3:7]
-        force = band.stiffness * (self._anchor_pos - pos) - band.damping * self.data.qvel[:3]
-        rot_err_b = np.zeros(3)
-        mujoco.mju_subQuat(rot_err_b, self._anchor_quat, quat)
-        rot_b = self.data.xmat[self.idx.base_body].reshape(3, 3)
-        torque = rot_b @ (band.rot_stiffness * rot_err_b - band.rot_damping * self.data.qvel[3:6])
-        return np.concatenate([force, torque])
+        """[force, torque] (world frame) of the band's spring-dampers on the pelvis."""
+        band, data, wrench = self.config.band, self.data, self._wrench
+        wrench[:3] = band.stiffness * (self._anchor_pos - data.qpos[:3]) - band.damping * data.qvel[:3]
+        mujoco.mju_subQuat(self._rot_err_b, self._anchor_quat, data.qpos[3:7])
+        torque_b = band.rot_stiffness * self._rot_err_b - band.rot_damping * data.qvel[3:6]
+        mujoco.mju_mulMatVec3(wrench[3:], data.xmat[self.idx.base_body], torque_b)
+        return wrench
 
     def read_state(self) -> TwinState:
         """The current sample. Draws sensor noise: call once per published state."""
         d, idx, p = self.data, self.idx, self.profile
         quat = d.sensordata[idx.sensor["imu_quat"]].copy()
-        contact = [d.sensordata[idx.sensor[f"{side}_foot_contact"]][0] > 0 for side in ("left", "right")]
+        contact = d.sensordata[self._contact_found] > 0
         return TwinState(
             time_s=float(d.time),
             tick=round(d.time * 1000.0),
@@ -188,7 +199,7 @@ class Twin:
             base_lin_vel_w=d.qvel[:3].copy(),
             base_lin_vel_b=d.xmat[idx.base_body].reshape(3, 3).T @ d.qvel[:3],
             base_ang_vel_b=d.qvel[3:6].copy(),
-            foot_contact=np.array(contact),
+            foot_contact=contact,
             band_held=self._band_held,
         )
 

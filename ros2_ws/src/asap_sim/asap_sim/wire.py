@@ -61,7 +61,7 @@ class WireCodec:
 
     def to_cdr(self, image: np.ndarray) -> bytes:
         """The serialized message (header + payload) of a C image."""
-        c_bytes = np.frombuffer(image.tobytes(), dtype=np.uint8)
+        c_bytes = image.reshape(-1).view(np.uint8)
         self._payload[self._is_data] = c_bytes[self._data_index]
         return CDR_LE_HEADER + self._payload.tobytes()
 
@@ -76,7 +76,7 @@ class WireCodec:
 
     def crc(self, image: np.ndarray) -> int:
         """The robot's CRC of a C image (every byte before the ``crc`` field)."""
-        return crc32_words(image.tobytes()[: self._crc_offset])
+        return crc32_words(image.reshape(-1).view(np.uint8)[: self._crc_offset])
 
 
 class LowCmdDecoder:
@@ -104,25 +104,28 @@ class LowStateEncoder:
 
     def __init__(self, mode_machine: int) -> None:
         self._codec = WireCodec(LOWSTATE_DTYPE)
-        self._image = np.zeros((), dtype=LOWSTATE_DTYPE)
-        self._image["mode_machine"] = mode_machine
-        self._image["imu_state"]["temperature"] = TEMPERATURE_C
-        self._image["motor_state"]["temperature"][:NUM_MOTORS] = TEMPERATURE_C
+        self._image = image = np.zeros((), dtype=LOWSTATE_DTYPE)
+        image["mode_machine"] = mode_machine
+        image["imu_state"]["temperature"] = TEMPERATURE_C
+        image["motor_state"]["temperature"][:NUM_MOTORS] = TEMPERATURE_C
+        # views into the image, resolved once (a structured field lookup costs more than the copy)
+        imu, motors = image["imu_state"], image["motor_state"][:NUM_MOTORS]
+        self._tick, self._crc, self._remote = image["tick"], image["crc"], image["wireless_remote"]
+        self._imu = tuple(imu[f] for f in ("quaternion", "gyroscope", "accelerometer", "rpy"))
+        self._motors = tuple(motors[f] for f in ("mode", "q", "dq", "ddq", "tau_est"))
 
     def encode(self, state: TwinState, motor_mode: np.ndarray, wireless_remote: bytes) -> bytes:
         """The message bytes, ready for ``Publisher.publish``."""
-        image = self._image
-        image["tick"] = state.tick
-        imu = image["imu_state"]
-        imu["quaternion"], imu["gyroscope"] = state.imu_quat_wxyz, state.gyro_b
-        imu["accelerometer"], imu["rpy"] = state.acc_b, state.rpy
-        motors = image["motor_state"]
-        motors["mode"][:NUM_MOTORS] = motor_mode != 0
-        motors["q"][:NUM_MOTORS], motors["dq"][:NUM_MOTORS] = state.q, state.dq
-        motors["ddq"][:NUM_MOTORS], motors["tau_est"][:NUM_MOTORS] = state.ddq, state.tau_est
-        image["wireless_remote"] = np.frombuffer(wireless_remote, dtype=np.uint8)
-        image["crc"] = self._codec.crc(image)
-        return self._codec.to_cdr(image)
+        self._tick[...] = state.tick
+        for view, value in zip(self._imu, (state.imu_quat_wxyz, state.gyro_b, state.acc_b, state.rpy),
+                               strict=True):
+            view[:] = value
+        for view, value in zip(self._motors, (motor_mode != 0, state.q, state.dq, state.ddq, state.tau_est),
+                               strict=True):
+            view[:] = value
+        self._remote[:] = np.frombuffer(wireless_remote, dtype=np.uint8)
+        self._crc[...] = self._codec.crc(self._image)
+        return self._codec.to_cdr(self._image)
 
 
 def clock_cdr(time_s: float) -> bytes:
