@@ -164,7 +164,8 @@ class G1SimNode(Node):
     # -- interfaces (executor thread) -----------------------------------------------------------
 
     def _make_interfaces(self) -> None:
-        self._lowstate_pub = self.create_publisher(LowState, "/lowstate", _reliable())
+        # a deeper writer history than the usual 10 rides out a subscriber's scheduling hiccups
+        self._lowstate_pub = self.create_publisher(LowState, "/lowstate", _reliable(depth=100))
         self._odom_pub = self.create_publisher(Odometry, "/odometry", _reliable())
         self._joints_pub = self.create_publisher(JointState, "/joint_states", _reliable())
         self._clock_pub = self.create_publisher(Clock, "/clock", _reliable()) if self._lockstep else None
