@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from asap_core import g1, variants
+from asap_core import g1, remote, variants
 from asap_core.artifact import PolicyArtifact
 from asap_core.inference import OnnxPolicy
 from asap_core.joint_map import JointMap
@@ -22,6 +22,7 @@ from asap_core.modes import ACTIVE_MODES, Event, Guards, Mode, Transition, next_
 from asap_core.observation import ObservationBuilder, ObsInputs, motion_phase
 from asap_core.remote import RemoteState
 from asap_core.safety import SafetyCfg, SafetyFilter, Staleness, non_finite, staleness
+from asap_core.wire import LowStateArrays
 
 MOTORS = g1.MOTOR_ORDER
 
@@ -62,6 +63,12 @@ class RobotState:
     remote: RemoteState = field(default_factory=RemoteState)
     mode_machine: int = variants.SIM_MODE_MACHINE
     tick: int = 0
+
+    @classmethod
+    def from_lowstate(cls, s: LowStateArrays) -> RobotState:
+        """The state of a decoded raw LowState."""
+        return cls(q=s.q, dq=s.dq, quat_wxyz=s.quat_wxyz, gyro_b=s.gyro_b,
+                   remote=remote.decode(s.wireless_remote), mode_machine=s.mode_machine, tick=s.tick)
 
 
 @dataclass(frozen=True)
