@@ -69,9 +69,10 @@ def _spawn(module: str, *args: str) -> subprocess.Popen:
 
 def _start_robot(choice: str) -> tuple[str, object]:
     twin = importlib.util.find_spec("asap_sim") is not None and \
-        importlib.util.find_spec("asap_sim.sim_node") is not None
+        importlib.util.find_spec("asap_sim.g1_sim_node") is not None
     if choice == "twin" or (choice == "auto" and twin):
-        return "asap_sim twin (g1_sim, realtime)", _spawn("asap_sim.sim_node")
+        return ("asap_sim twin (g1_sim, realtime clock, 500 Hz, gantry band held)",
+                _spawn("asap_sim.g1_sim_node", "--ros-args", "-p", "band_held:=true"))
     from fake_g1 import FakeG1
 
     return "test double tests/fake_g1.py (no physics engine)", FakeG1().start()
