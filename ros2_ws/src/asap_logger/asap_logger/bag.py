@@ -230,6 +230,10 @@ class BagWriter:
             self._close_file()
             self._open_file()
 
+    def topic_message_counts(self) -> dict[str, int]:
+        """Topic name -> messages written."""
+        return {t.name: n for t, n in zip(self._topics, self.topic_counts, strict=True)}
+
     @property
     def message_count(self) -> int:
         """Messages written so far (including the open chunk)."""

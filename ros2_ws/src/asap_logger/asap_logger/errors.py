@@ -74,11 +74,11 @@ class GapError(ValidationError):
 
 
 class ClockJump(ValidationError):
-    """Receive times or stamps of a topic go backwards or leap forward."""
+    """Receive times, stamps or ticks of a topic go backwards (a restart, a clock reset)."""
 
-    def __init__(self, topic: str, index: int, jump_s: float) -> None:
-        super().__init__(f"{topic}: time jumps by {jump_s * 1e3:+.1f} ms at message #{index}")
-        self.topic, self.index, self.jump_s = topic, index, jump_s
+    def __init__(self, topic: str, index: int, detail: str) -> None:
+        super().__init__(f"{topic}: {detail} at message #{index}")
+        self.topic, self.index = topic, index
 
 
 class SequenceGap(ValidationError):

@@ -343,11 +343,13 @@ def _channel(cur: _Cursor) -> Channel:
     return Channel(cid, sid, cur.str(), cur.str(), cur.map())
 
 
+Wanted = Callable[[Channel, Schema | None], bool]
+"""Called once per channel (with its schema) when the scanner meets it: keep its messages?"""
 MessageSink = Callable[[int, int, int, memoryview], None]
 """Called with (channel id, log time, publish time, data) for each message of a wanted channel."""
 
 
-def scan(path: Path, *, sink: MessageSink | None = None, wanted: Callable[[Channel], bool] | None = None,
+def scan(path: Path, *, sink: MessageSink | None = None, wanted: Wanted | None = None,
          strict: bool = True) -> FileContents:
     """Read an .mcap file in one pass, tolerating a cut-off end.
 
@@ -370,7 +372,7 @@ def scan(path: Path, *, sink: MessageSink | None = None, wanted: Callable[[Chann
 
 
 def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink | None,
-                  wanted: Callable[[Channel], bool] | None, strict: bool) -> None:
+                  wanted: Wanted | None, strict: bool) -> None:
     pos, in_summary, keep = 8, False, set()
     out.valid_end = pos
     while pos + 9 <= size:
@@ -392,7 +394,7 @@ def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink
             if channel.id not in out.channels:
                 out.channels[channel.id] = channel
                 out.counts.setdefault(channel.id, 0)
-                if wanted is not None and wanted(channel):
+                if wanted is not None and wanted(channel, out.schemas.get(channel.schema_id)):
                     keep.add(channel.id)
         elif opcode == OP_METADATA and not in_summary:
             out.metadata.append((cur.str(), cur.map()))
@@ -430,7 +432,7 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
 
 
 def _read_chunk(mm: mmap.mmap, offset: int, cur: _Cursor, out: FileContents, sink: MessageSink | None,
-                keep: set[int], wanted: Callable[[Channel], bool] | None, strict: bool) -> None:
+                keep: set[int], wanted: Wanted | None, strict: bool) -> None:
     index = len(out.chunks)
     try:
         start, end, usize, crc = cur.u64(), cur.u64(), cur.u64(), cur.u32()
@@ -454,7 +456,7 @@ def _read_chunk(mm: mmap.mmap, offset: int, cur: _Cursor, out: FileContents, sin
 
 
 def _chunk_records(data: bytes, out: FileContents, sink: MessageSink | None, keep: set[int],
-                   wanted: Callable[[Channel], bool] | None) -> dict[int, int]:
+                   wanted: Wanted | None) -> dict[int, int]:
     counts: dict[int, int] = {}
     found: list[tuple[int, int, int, memoryview]] = []
     view = memoryview(data)
@@ -477,7 +479,7 @@ def _chunk_records(data: bytes, out: FileContents, sink: MessageSink | None, kee
             channel = _channel(_Cursor(data, body, end))
             if channel.id not in out.channels:
                 out.channels[channel.id] = channel
-                if wanted is not None and wanted(channel):
+                if wanted is not None and wanted(channel, out.schemas.get(channel.schema_id)):
                     keep.add(channel.id)
         pos = end
     if sink is not None:  # only once the whole chunk parsed: a damaged chunk delivers nothing
