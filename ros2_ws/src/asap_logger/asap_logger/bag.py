@@ -12,6 +12,7 @@ every closed file; ``asap-bag reindex`` rebuilds it from the files themselves.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from asap_logger import mcap_io
+from asap_logger.errors import BagNotFound
 from asap_logger.msgdefs import MessageDefinition
 
 METADATA_VERSION = 9
@@ -119,6 +121,20 @@ def metadata_document(files: list[FileStats], topics: list[TopicStats], custom_d
         "custom_data": dict(custom_data),
         "ros_distro": ROS_DISTRO,
     }}
+
+
+_INDEX = re.compile(r"_(\d+)\.mcap$")
+
+
+def bag_files(path: Path, bag_metadata: dict | None) -> list[Path]:
+    """The .mcap files of a bag: those metadata.yaml lists, then any others by split index."""
+    listed = [path / p for p in (bag_metadata or {}).get("relative_file_paths", [])]
+    found = sorted(path.glob("*.mcap"),
+                   key=lambda p: (int(m.group(1)) if (m := _INDEX.search(p.name)) else -1, p.name))
+    files = [p for p in listed if p.exists()] + [p for p in found if p not in listed]
+    if not files:
+        raise BagNotFound(f"{path}: no .mcap files (is it an episode bag directory?)")
+    return files
 
 
 def write_metadata(bag: Path, document: dict) -> None:

@@ -109,6 +109,8 @@ class FileContents:
     schemas: dict[int, Schema] = field(default_factory=dict)
     channels: dict[int, Channel] = field(default_factory=dict)
     metadata: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    metadata_index: list[bytes] = field(default_factory=list)
+    """MetadataIndex records for the metadata found (to rebuild a summary)."""
     chunks: list[ChunkInfo] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=dict)
     start_time: int = 0
@@ -374,6 +376,7 @@ def scan(path: Path, *, sink: MessageSink | None = None, wanted: Wanted | None =
 def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink | None,
                   wanted: Wanted | None, strict: bool) -> None:
     pos, in_summary, keep = 8, False, set()
+    attach: ChunkInfo | None = None  # the chunk whose MessageIndex records follow
     out.valid_end = pos
     while pos + 9 <= size:
         opcode, length = _REC.unpack_from(mm, pos)
@@ -397,11 +400,20 @@ def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink
                 if wanted is not None and wanted(channel, out.schemas.get(channel.schema_id)):
                     keep.add(channel.id)
         elif opcode == OP_METADATA and not in_summary:
-            out.metadata.append((cur.str(), cur.map()))
+            name = cur.str()
+            out.metadata.append((name, cur.map()))
+            out.metadata_index.append(record(OP_METADATA_INDEX, struct.pack("<QQ", pos, end - pos) + _s(name)))
+        elif opcode == OP_MESSAGE_INDEX and attach is not None:
+            attach.index_offsets[cur.u16()] = pos
+            attach.index_length += end - pos
         elif opcode == OP_CHUNK:
+            before = len(out.chunks)
             _read_chunk(mm, pos, cur, out, sink, keep, wanted, strict)
+            attach = out.chunks[-1] if len(out.chunks) > before else None
         elif opcode == OP_MESSAGE and not in_summary:
             _one_message(mm, body, end, out, sink, keep)
+        if opcode not in (OP_CHUNK, OP_MESSAGE_INDEX):
+            attach = None
         pos = end
         if not in_summary:
             out.valid_end = pos

@@ -14,7 +14,6 @@ Times: ``t_ns`` is the receive time the recorder stored (MCAP log time, ns since
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from asap_core.g1 import MOTOR_ORDER, NUM_MOTORS
 from asap_logger import mcap_io
+from asap_logger.bag import bag_files
 from asap_logger.errors import BagNotFound, ClockJump, DecodeError, GapError, MissingTopic, SequenceGap
 from asap_logger.reader.cdr import decode
 
@@ -151,18 +151,6 @@ class RawTopic:
     blobs: list
 
 
-_INDEX = re.compile(r"_(\d+)\.mcap$")
-
-
-def _bag_files(path: Path, bag_metadata: dict | None) -> list[Path]:
-    listed = [path / p for p in (bag_metadata or {}).get("relative_file_paths", [])]
-    found = sorted(path.glob("*.mcap"), key=lambda p: (int(m.group(1)) if (m := _INDEX.search(p.name)) else -1, p.name))
-    files = [p for p in listed if p.exists()] + [p for p in found if p not in listed]
-    if not files:
-        raise BagNotFound(f"{path}: no .mcap files (is it an episode bag directory?)")
-    return files
-
-
 def open_episode(path: str | Path, *, topics: Iterable[str] | None = None, names: TopicNames | None = None) -> Episode:
     """Read an episode bag directory (or one .mcap file); keep the bytes of ``topics`` (default all).
 
@@ -175,7 +163,7 @@ def open_episode(path: str | Path, *, topics: Iterable[str] | None = None, names
     elif path.is_dir():
         meta_file = path / "metadata.yaml"
         bag_metadata = yaml.safe_load(meta_file.read_text())["rosbag2_bagfile_information"] if meta_file.exists() else None
-        root, files = path, _bag_files(path, bag_metadata)
+        root, files = path, bag_files(path, bag_metadata)
     else:
         raise BagNotFound(f"{path}: not a bag directory or .mcap file")
     wanted = None if topics is None else set(topics)
