@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from asap_logger import mcap_io
-from asap_logger.errors import BagNotFound
+from asap_logger.errors import BagNotFoundError
 from asap_logger.msgdefs import MessageDefinition
 
 METADATA_VERSION = 9
@@ -81,19 +81,36 @@ def _duration(ns: int) -> dict[str, int]:
     return {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}
 
 
-def qos_profile(*, reliability: str = "reliable", durability: str = "volatile", history: str = "keep_last",
-                depth: int = 10, deadline_ns: int = 0, lifespan_ns: int = 0, liveliness: str = "automatic",
-                liveliness_lease_ns: int = 0) -> dict:
+def qos_profile(
+    *,
+    reliability: str = "reliable",
+    durability: str = "volatile",
+    history: str = "keep_last",
+    depth: int = 10,
+    deadline_ns: int = 0,
+    lifespan_ns: int = 0,
+    liveliness: str = "automatic",
+    liveliness_lease_ns: int = 0,
+) -> dict:
     """One offered QoS profile in rosbag2's v9 form (enum names lower case, durations sec/nsec)."""
-    return {"history": history, "depth": depth, "reliability": reliability, "durability": durability,
-            "deadline": _duration(deadline_ns), "lifespan": _duration(lifespan_ns), "liveliness": liveliness,
-            "liveliness_lease_duration": _duration(liveliness_lease_ns),
-            "avoid_ros_namespace_conventions": False}
+    return {
+        "history": history,
+        "depth": depth,
+        "reliability": reliability,
+        "durability": durability,
+        "deadline": _duration(deadline_ns),
+        "lifespan": _duration(lifespan_ns),
+        "liveliness": liveliness,
+        "liveliness_lease_duration": _duration(liveliness_lease_ns),
+        "avoid_ros_namespace_conventions": False,
+    }
 
 
 def qos_yaml(profiles: list | tuple) -> str:
     """QoS profiles as rosbag2 stores them in MCAP channel metadata (v9: a YAML list)."""
-    return yaml.safe_dump(list(profiles), default_flow_style=False, sort_keys=False).strip() if profiles else ""
+    return (
+        yaml.safe_dump(list(profiles), default_flow_style=False, sort_keys=False).strip() if profiles else ""
+    )
 
 
 def metadata_document(files: list[FileStats], topics: list[TopicStats], custom_data: dict[str, str]) -> dict:
@@ -101,26 +118,42 @@ def metadata_document(files: list[FileStats], topics: list[TopicStats], custom_d
     spans = [f for f in files if f.message_count]
     start = min((f.start_time for f in spans), default=0)
     end = max((f.end_time for f in spans), default=0)
-    return {"rosbag2_bagfile_information": {
-        "version": METADATA_VERSION,
-        "storage_identifier": "mcap",
-        "duration": {"nanoseconds": max(0, end - start)},
-        "starting_time": {"nanoseconds_since_epoch": start},
-        "message_count": sum(f.message_count for f in files),
-        "topics_with_message_count": [
-            {"topic_metadata": {"name": t.name, "type": t.msgtype, "serialization_format": "cdr",
-                                "offered_qos_profiles": list(t.qos_profiles),
-                                "type_description_hash": t.type_hash},
-             "message_count": t.message_count} for t in topics],
-        "compression_format": "",
-        "compression_mode": "",
-        "relative_file_paths": [f.path for f in files],
-        "files": [{"path": f.path, "starting_time": {"nanoseconds_since_epoch": f.start_time},
-                   "duration": {"nanoseconds": max(0, f.end_time - f.start_time)},
-                   "message_count": f.message_count} for f in files],
-        "custom_data": dict(custom_data),
-        "ros_distro": ROS_DISTRO,
-    }}
+    return {
+        "rosbag2_bagfile_information": {
+            "version": METADATA_VERSION,
+            "storage_identifier": "mcap",
+            "duration": {"nanoseconds": max(0, end - start)},
+            "starting_time": {"nanoseconds_since_epoch": start},
+            "message_count": sum(f.message_count for f in files),
+            "topics_with_message_count": [
+                {
+                    "topic_metadata": {
+                        "name": t.name,
+                        "type": t.msgtype,
+                        "serialization_format": "cdr",
+                        "offered_qos_profiles": list(t.qos_profiles),
+                        "type_description_hash": t.type_hash,
+                    },
+                    "message_count": t.message_count,
+                }
+                for t in topics
+            ],
+            "compression_format": "",
+            "compression_mode": "",
+            "relative_file_paths": [f.path for f in files],
+            "files": [
+                {
+                    "path": f.path,
+                    "starting_time": {"nanoseconds_since_epoch": f.start_time},
+                    "duration": {"nanoseconds": max(0, f.end_time - f.start_time)},
+                    "message_count": f.message_count,
+                }
+                for f in files
+            ],
+            "custom_data": dict(custom_data),
+            "ros_distro": ROS_DISTRO,
+        }
+    }
 
 
 _INDEX = re.compile(r"_(\d+)\.mcap$")
@@ -129,11 +162,12 @@ _INDEX = re.compile(r"_(\d+)\.mcap$")
 def bag_files(path: Path, bag_metadata: dict | None) -> list[Path]:
     """The .mcap files of a bag: those metadata.yaml lists, then any others by split index."""
     listed = [path / p for p in (bag_metadata or {}).get("relative_file_paths", [])]
-    found = sorted(path.glob("*.mcap"),
-                   key=lambda p: (int(m.group(1)) if (m := _INDEX.search(p.name)) else -1, p.name))
+    found = sorted(
+        path.glob("*.mcap"), key=lambda p: (int(m.group(1)) if (m := _INDEX.search(p.name)) else -1, p.name)
+    )
     files = [p for p in listed if p.exists()] + [p for p in found if p not in listed]
     if not files:
-        raise BagNotFound(f"{path}: no .mcap files (is it an episode bag directory?)")
+        raise BagNotFoundError(f"{path}: no .mcap files (is it an episode bag directory?)")
     return files
 
 
@@ -163,6 +197,7 @@ class BagWriter:
         self.topic_counts: list[int] = []
         self._file: mcap_io.McapFileWriter | None = None
         self._chunk_opened = 0.0
+        self._file_start: int | None = None
         self._open_file()
 
     # -- topics and files -------------------------------------------------------------------------
@@ -182,15 +217,25 @@ class BagWriter:
             self._schema_ids[msgtype] = len(self._schema_ids) + 1
         sid = self._schema_ids[msgtype]
         if sid not in self._file_schemas:
-            writer.add_schema(mcap_io.Schema(sid, msgtype, topic.definition.encoding, topic.definition.text.encode()))
+            writer.add_schema(
+                mcap_io.Schema(sid, msgtype, topic.definition.encoding, topic.definition.text.encode())
+            )
             self._file_schemas.add(sid)
-        meta = {"offered_qos_profiles": qos_yaml(topic.qos_profiles), "topic_type_hash": topic.definition.type_hash}
+        meta = {
+            "offered_qos_profiles": qos_yaml(topic.qos_profiles),
+            "topic_type_hash": topic.definition.type_hash,
+        }
         writer.add_channel(mcap_io.Channel(index + 1, sid, topic.name, "cdr", meta))
 
     def _open_file(self) -> None:
         name = f"{self.path.name}_{len(self.files)}.mcap"
-        self._file = mcap_io.McapFileWriter(self.path / name, library=LIBRARY, chunk_bytes=self.cfg.chunk_bytes,
-                                            compression=self.cfg.compression, fsync=self.cfg.fsync)
+        self._file = mcap_io.McapFileWriter(
+            self.path / name,
+            library=LIBRARY,
+            chunk_bytes=self.cfg.chunk_bytes,
+            compression=self.cfg.compression,
+            fsync=self.cfg.fsync,
+        )
         self._file_schemas: set[int] = set()
         if self.custom_data:
             self._file.add_metadata("asap_episode", self.custom_data)
@@ -201,50 +246,63 @@ class BagWriter:
         writer, self._file = self._file, None
         assert writer is not None
         writer.flush_chunk()
-        files = [*self.files, FileStats(writer.path.name, writer.start_time, writer.end_time,
-                                        sum(writer.counts.values()))]
+        files = [
+            *self.files,
+            FileStats(writer.path.name, writer.start_time, writer.end_time, sum(writer.counts.values())),
+        ]
         doc = metadata_document(files, self._topic_stats(), self.custom_data)
-        writer.add_metadata("rosbag2", {"serialized_metadata": yaml.safe_dump(
-            doc["rosbag2_bagfile_information"], sort_keys=False), "ROS_DISTRO": ROS_DISTRO})
+        writer.add_metadata(
+            "rosbag2",
+            {
+                "serialized_metadata": yaml.safe_dump(doc["rosbag2_bagfile_information"], sort_keys=False),
+                "ROS_DISTRO": ROS_DISTRO,
+            },
+        )
         writer.close()
         self.files = files
         write_metadata(self.path, doc)
 
     def _topic_stats(self) -> list[TopicStats]:
-        return [TopicStats(t.name, t.definition.msgtype, list(t.qos_profiles), t.definition.type_hash, n)
-                for t, n in zip(self._topics, self.topic_counts, strict=True)]
+        return [
+            TopicStats(t.name, t.definition.msgtype, list(t.qos_profiles), t.definition.type_hash, n)
+            for t, n in zip(self._topics, self.topic_counts, strict=True)
+        ]
 
     # -- data -------------------------------------------------------------------------------------
     def write(self, channel_id: int, log_time: int, publish_time: int, data: bytes | memoryview) -> None:
-        """Append one message (CDR bytes, as received) to the open chunk."""
+        """Append one message (CDR bytes, as received) to the open chunk; split files first if due."""
         writer = self._file
         assert writer is not None, "write after close"
+        if self._file_start is None:
+            self._file_start = log_time
+        elif self._split_due(writer, log_time, len(data)):
+            self._close_file()
+            self._open_file()
+            writer, self._file_start = self._file, log_time
+            assert writer is not None
         if not writer.pending_bytes:
             self._chunk_opened = time.monotonic()
         index = channel_id - 1
         writer.add_message(channel_id, self._sequence[index], log_time, publish_time, data)
         self._sequence[index] += 1
         self.topic_counts[index] += 1
-        if not writer.pending_bytes:  # the chunk filled up and was written
-            self._after_chunk()
+
+    def _split_due(self, writer: mcap_io.McapFileWriter, log_time: int, size: int) -> bool:
+        cfg = self.cfg
+        too_big = cfg.max_file_bytes and writer.size + writer.pending_bytes + size > cfg.max_file_bytes
+        too_long = cfg.max_file_duration_s and (log_time - self._file_start) * 1e-9 >= cfg.max_file_duration_s
+        return bool(too_big or too_long)
 
     def tick(self, now: float | None = None) -> None:
         """Close the open chunk if it is older than ``chunk_period_s`` (call a few times per period)."""
         writer = self._file
         now = time.monotonic() if now is None else now
-        if writer is not None and writer.pending_bytes and now - self._chunk_opened >= self.cfg.chunk_period_s:
+        if (
+            writer is not None
+            and writer.pending_bytes
+            and now - self._chunk_opened >= self.cfg.chunk_period_s
+        ):
             writer.flush_chunk()
-            self._after_chunk()
-
-    def _after_chunk(self) -> None:
-        writer = self._file
-        assert writer is not None
-        too_big = self.cfg.max_file_bytes and writer.size >= self.cfg.max_file_bytes
-        span_s = (writer.end_time - writer.start_time) * 1e-9
-        too_long = self.cfg.max_file_duration_s and span_s >= self.cfg.max_file_duration_s
-        if too_big or too_long:
-            self._close_file()
-            self._open_file()
 
     def topic_message_counts(self) -> dict[str, int]:
         """Topic name -> messages written."""

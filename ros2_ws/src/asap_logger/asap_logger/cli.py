@@ -1,7 +1,7 @@
 """``asap-bag``: inspect and repair episode bags without ROS.
 
-    asap-bag info <bag>...       topics, counts, duration, episode metadata, problems
-    asap-bag reindex <bag>...    close files cut off by a crash, rebuild metadata.yaml
+asap-bag info <bag>...       topics, counts, duration, episode metadata, problems
+asap-bag reindex <bag>...    close files cut off by a crash, rebuild metadata.yaml
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def _reindex(bag: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``asap-bag`` console script."""
-    parser = argparse.ArgumentParser(prog="asap-bag", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="asap-bag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=["info", "reindex"])
     parser.add_argument("bags", nargs="+", type=Path)
     args = parser.parse_args(argv)

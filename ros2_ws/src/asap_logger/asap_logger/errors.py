@@ -11,7 +11,7 @@ class ConfigError(LoggerError):
     """A recorder setting is invalid; raised at configure time, before anything records."""
 
 
-class DefinitionNotFound(LoggerError):
+class DefinitionNotFoundError(LoggerError):
     """No ``.msg`` definition for a message type in the ament prefixes searched."""
 
     def __init__(self, msgtype: str, searched: list[str]) -> None:
@@ -27,11 +27,11 @@ class BagError(LoggerError):
     """A bag cannot be read as asked."""
 
 
-class BagNotFound(BagError):
+class BagNotFoundError(BagError):
     """The path is not a bag directory or holds no .mcap file."""
 
 
-class CorruptChunk(BagError):
+class CorruptChunkError(BagError):
     """A chunk (or record) of an .mcap file is damaged: bad CRC, bad length, unknown compression."""
 
     def __init__(self, file: str, chunk_index: int, offset: int, detail: str) -> None:
@@ -39,11 +39,11 @@ class CorruptChunk(BagError):
         self.file, self.chunk_index, self.offset, self.detail = file, chunk_index, offset, detail
 
 
-class TruncatedFile(BagError):
+class TruncatedFileError(BagError):
     """An .mcap file ends in the middle of a record and has no summary (run ``asap-bag reindex``)."""
 
 
-class MissingTopic(BagError):
+class MissingTopicError(BagError):
     """A topic the caller needs is not in the episode (or has no messages)."""
 
     def __init__(self, topic: str, available: list[str]) -> None:
@@ -73,7 +73,7 @@ class GapError(ValidationError):
         self.topic, self.at_s, self.gap_s = topic, at_s, gap_s
 
 
-class ClockJump(ValidationError):
+class ClockJumpError(ValidationError):
     """Receive times, stamps or ticks of a topic go backwards (a restart, a clock reset)."""
 
     def __init__(self, topic: str, index: int, detail: str) -> None:
@@ -81,7 +81,7 @@ class ClockJump(ValidationError):
         self.topic, self.index = topic, index
 
 
-class SequenceGap(ValidationError):
+class SequenceGapError(ValidationError):
     """A sequence counter (LowState.tick, PolicyRecord.tick) skips values: messages were lost."""
 
     def __init__(self, topic: str, field: str, missing: int, first_at: int) -> None:

@@ -10,6 +10,7 @@ reads up to that chunk; ``summary_bytes`` rebuilds the missing tail (``asap-bag 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asap_logger.errors import CorruptChunk, TruncatedFile
+from asap_logger.errors import CorruptChunkError, TruncatedFileError
 
 MAGIC = b"\x89MCAP0\r\n"
 OP_HEADER, OP_FOOTER, OP_SCHEMA, OP_CHANNEL, OP_MESSAGE, OP_CHUNK = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
@@ -98,7 +99,9 @@ class ChunkInfo:
         offsets = b"".join(struct.pack("<HQ", c, o) for c, o in self.index_offsets.items())
         payload = struct.pack("<QQQQ", self.start_time, self.end_time, self.offset, self.length)
         payload += _U32.pack(len(offsets)) + offsets + _U64.pack(self.index_length) + _s(self.compression)
-        return record(OP_CHUNK_INDEX, payload + struct.pack("<QQ", self.compressed_size, self.uncompressed_size))
+        return record(
+            OP_CHUNK_INDEX, payload + struct.pack("<QQ", self.compressed_size, self.uncompressed_size)
+        )
 
 
 @dataclass
@@ -145,8 +148,15 @@ def _compressor(name: str) -> Callable[[bytes], bytes]:
 class McapFileWriter:
     """Writes one MCAP file; chunks close when ``flush_chunk`` is called or exceed ``chunk_bytes``."""
 
-    def __init__(self, path: Path, *, library: str, chunk_bytes: int = 4 << 20, compression: str = "",
-                 fsync: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        library: str,
+        chunk_bytes: int = 4 << 20,
+        compression: str = "",
+        fsync: bool = False,
+    ) -> None:
         self.path = path
         self._compress = _compressor(compression)
         self._compression = compression
@@ -188,12 +198,14 @@ class McapFileWriter:
         """Write a Metadata record (indexed in the summary)."""
         self.flush_chunk()
         data = record(OP_METADATA, _s(name) + _map(entries))
-        self._metadata_index.append(record(OP_METADATA_INDEX, struct.pack("<QQ", self._file.tell(), len(data))
-                                           + _s(name)))
+        self._metadata_index.append(
+            record(OP_METADATA_INDEX, struct.pack("<QQ", self._file.tell(), len(data)) + _s(name))
+        )
         self._write(data)
 
-    def add_message(self, channel_id: int, sequence: int, log_time: int, publish_time: int,
-                    data: bytes | memoryview) -> None:
+    def add_message(
+        self, channel_id: int, sequence: int, log_time: int, publish_time: int, data: bytes | memoryview
+    ) -> None:
         """Append one message to the open chunk (the hot path: two buffer appends)."""
         buf = self._buf
         offsets = self._index.get(channel_id)
@@ -229,8 +241,18 @@ class McapFileWriter:
             index_offsets[cid], counts[cid] = pos, len(entries) // 2
             pos += len(rec)
             indexes.append(rec)
-        info = ChunkInfo(self._chunk_start, self._chunk_end, offset, len(chunk), index_offsets,
-                         pos - offset - len(chunk), self._compression, len(body), len(raw), counts)
+        info = ChunkInfo(
+            self._chunk_start,
+            self._chunk_end,
+            offset,
+            len(chunk),
+            index_offsets,
+            pos - offset - len(chunk),
+            self._compression,
+            len(body),
+            len(raw),
+            counts,
+        )
         self._write(chunk + b"".join(indexes))
         if self._fsync:
             os.fsync(self._file.fileno())
@@ -249,8 +271,15 @@ class McapFileWriter:
     def close(self) -> None:
         """Flush the open chunk, write the summary and footer, close the file."""
         self.flush_chunk()
-        tail = summary_bytes(self._file.tell(), self._schemas, self._channels, self.chunks, self.counts,
-                             (self.start_time, self.end_time), self._metadata_index)
+        tail = summary_bytes(
+            self._file.tell(),
+            self._schemas,
+            self._channels,
+            self.chunks,
+            self.counts,
+            (self.start_time, self.end_time),
+            self._metadata_index,
+        )
         self._write(tail)
         if self._fsync:
             os.fsync(self._file.fileno())
@@ -258,22 +287,28 @@ class McapFileWriter:
 
     def abort(self) -> None:
         """Close the file descriptor without a summary (after an I/O error); never raises."""
-        try:
+        with contextlib.suppress(OSError):
             self._file.close()
-        except OSError:
-            pass
 
 
-def summary_bytes(data_end: int, schemas: dict[int, Schema], channels: dict[int, Channel],
-                  chunks: list[ChunkInfo], counts: dict[int, int], span: tuple[int, int],
-                  metadata_index: list[bytes]) -> bytes:
+def summary_bytes(
+    data_end: int,
+    schemas: dict[int, Schema],
+    channels: dict[int, Channel],
+    chunks: list[ChunkInfo],
+    counts: dict[int, int],
+    span: tuple[int, int],
+    metadata_index: list[bytes],
+) -> bytes:
     """DataEnd + summary section + Footer + magic for a data section ending at ``data_end``."""
     start = data_end + len(record(OP_DATA_END, b"\0" * 4))
     groups: list[tuple[int, bytes]] = [
         (OP_SCHEMA, b"".join(s.encode() for s in schemas.values())),
         (OP_CHANNEL, b"".join(c.encode() for c in channels.values())),
-        (OP_STATISTICS, record(OP_STATISTICS, _statistics(schemas, channels, chunks, counts, span,
-                                                          len(metadata_index)))),
+        (
+            OP_STATISTICS,
+            record(OP_STATISTICS, _statistics(schemas, channels, chunks, counts, span, len(metadata_index))),
+        ),
         (OP_CHUNK_INDEX, b"".join(c.encode() for c in chunks)),
         (OP_METADATA_INDEX, b"".join(metadata_index)),
     ]
@@ -289,10 +324,18 @@ def summary_bytes(data_end: int, schemas: dict[int, Schema], channels: dict[int,
     return record(OP_DATA_END, _U32.pack(0)) + summary + footer_head + _U32.pack(crc) + MAGIC
 
 
-def _statistics(schemas: dict, channels: dict, chunks: list[ChunkInfo], counts: dict[int, int],
-                span: tuple[int, int], n_metadata: int) -> bytes:
+def _statistics(
+    schemas: dict,
+    channels: dict,
+    chunks: list[ChunkInfo],
+    counts: dict[int, int],
+    span: tuple[int, int],
+    n_metadata: int,
+) -> bytes:
     per_channel = b"".join(struct.pack("<HQ", c, n) for c, n in sorted(counts.items()))
-    head = struct.pack("<QHIIII", sum(counts.values()), len(schemas), len(channels), 0, n_metadata, len(chunks))
+    head = struct.pack(
+        "<QHIIII", sum(counts.values()), len(schemas), len(channels), 0, n_metadata, len(chunks)
+    )
     return head + struct.pack("<QQ", *span) + _U32.pack(len(per_channel)) + per_channel
 
 
@@ -321,7 +364,7 @@ class _Cursor:
 
     def raw(self, n: int) -> bytes:
         pos = self.take(n)
-        return bytes(self.buf[pos:pos + n])
+        return bytes(self.buf[pos : pos + n])
 
     def str(self) -> str:
         return self.raw(self.u32()).decode()
@@ -351,30 +394,32 @@ MessageSink = Callable[[int, int, int, memoryview], None]
 """Called with (channel id, log time, publish time, data) for each message of a wanted channel."""
 
 
-def scan(path: Path, *, sink: MessageSink | None = None, wanted: Wanted | None = None,
-         strict: bool = True) -> FileContents:
+def scan(
+    path: Path, *, sink: MessageSink | None = None, wanted: Wanted | None = None, strict: bool = True
+) -> FileContents:
     """Read an .mcap file in one pass, tolerating a cut-off end.
 
     Messages of channels for which ``wanted`` holds go to ``sink``. A damaged chunk raises
-    ``CorruptChunk`` when ``strict``, else is skipped and listed in ``problems``. A file that
+    ``CorruptChunkError`` when ``strict``, else is skipped and listed in ``problems``. A file that
     ends inside a record is read up to its last complete record (``complete`` stays False).
     """
     out = FileContents(path)
     with path.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size < len(MAGIC):
-            raise TruncatedFile(f"{path}: {size} bytes, not an MCAP file")
+            raise TruncatedFileError(f"{path}: {size} bytes, not an MCAP file")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if mm[:8] != MAGIC:
-                raise CorruptChunk(str(path), -1, 0, "no MCAP magic at the start")
+                raise CorruptChunkError(str(path), -1, 0, "no MCAP magic at the start")
             _scan_records(mm, size, out, sink, wanted, strict)
     if not out.complete and strict is False:
         out.problems.append(f"{path.name}: no footer; data after byte {out.valid_end} was cut off")
     return out
 
 
-def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink | None,
-                  wanted: Wanted | None, strict: bool) -> None:
+def _scan_records(
+    mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink | None, wanted: Wanted | None, strict: bool
+) -> None:
     pos, in_summary, keep = 8, False, set()
     attach: ChunkInfo | None = None  # the chunk whose MessageIndex records follow
     out.valid_end = pos
@@ -385,7 +430,7 @@ def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink
             return  # cut off mid-record: everything before ``pos`` is intact
         cur = _Cursor(mm, body, end)
         if opcode == OP_FOOTER:
-            out.complete = mm[end:end + 8] == MAGIC
+            out.complete = mm[end : end + 8] == MAGIC
             return
         if opcode == OP_DATA_END:
             in_summary = True
@@ -402,7 +447,9 @@ def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink
         elif opcode == OP_METADATA and not in_summary:
             name = cur.str()
             out.metadata.append((name, cur.map()))
-            out.metadata_index.append(record(OP_METADATA_INDEX, struct.pack("<QQ", pos, end - pos) + _s(name)))
+            out.metadata_index.append(
+                record(OP_METADATA_INDEX, struct.pack("<QQ", pos, end - pos) + _s(name))
+            )
         elif opcode == OP_MESSAGE_INDEX and attach is not None:
             attach.index_offsets[cur.u16()] = pos
             attach.index_length += end - pos
@@ -419,14 +466,15 @@ def _scan_records(mm: mmap.mmap, size: int, out: FileContents, sink: MessageSink
             out.valid_end = pos
 
 
-def _one_message(buf, start: int, end: int, out: FileContents, sink: MessageSink | None,
-                 keep: set[int]) -> None:
+def _one_message(
+    buf, start: int, end: int, out: FileContents, sink: MessageSink | None, keep: set[int]
+) -> None:
     cid, _seq, log_time, pub = struct.unpack_from("<HIQQ", buf, start)
     out.counts[cid] = out.counts.get(cid, 0) + 1
     out.start_time = log_time if out.message_count == 1 else min(out.start_time, log_time)
     out.end_time = max(out.end_time, log_time)
     if sink is not None and cid in keep:
-        sink(cid, log_time, pub, memoryview(buf)[start + 22:end])
+        sink(cid, log_time, pub, memoryview(buf)[start + 22 : end])
 
 
 def _decompress(compression: str, data: bytes, size: int) -> bytes:
@@ -443,8 +491,16 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
     raise ValueError(f"unsupported chunk compression {compression!r}")
 
 
-def _read_chunk(mm: mmap.mmap, offset: int, cur: _Cursor, out: FileContents, sink: MessageSink | None,
-                keep: set[int], wanted: Wanted | None, strict: bool) -> None:
+def _read_chunk(
+    mm: mmap.mmap,
+    offset: int,
+    cur: _Cursor,
+    out: FileContents,
+    sink: MessageSink | None,
+    keep: set[int],
+    wanted: Wanted | None,
+    strict: bool,
+) -> None:
     index = len(out.chunks)
     try:
         start, end, usize, crc = cur.u64(), cur.u64(), cur.u64(), cur.u32()
@@ -458,17 +514,20 @@ def _read_chunk(mm: mmap.mmap, offset: int, cur: _Cursor, out: FileContents, sin
         counts = _chunk_records(data, out, sink, keep, wanted)
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
         if strict:
-            raise CorruptChunk(out.path.name, index, offset, str(exc)) from None
+            raise CorruptChunkError(out.path.name, index, offset, str(exc)) from None
         out.problems.append(f"{out.path.name}: chunk #{index} at byte {offset} skipped: {exc}")
         return
-    out.chunks.append(ChunkInfo(start, end, offset, cur.end - offset, {}, 0, compression, csize, usize, counts))
+    out.chunks.append(
+        ChunkInfo(start, end, offset, cur.end - offset, {}, 0, compression, csize, usize, counts)
+    )
     if len(out.chunks) == 1 or start < out.start_time:
         out.start_time = start
     out.end_time = max(out.end_time, end)
 
 
-def _chunk_records(data: bytes, out: FileContents, sink: MessageSink | None, keep: set[int],
-                   wanted: Wanted | None) -> dict[int, int]:
+def _chunk_records(
+    data: bytes, out: FileContents, sink: MessageSink | None, keep: set[int], wanted: Wanted | None
+) -> dict[int, int]:
     counts: dict[int, int] = {}
     found: list[tuple[int, int, int, memoryview]] = []
     view = memoryview(data)
@@ -483,7 +542,7 @@ def _chunk_records(data: bytes, out: FileContents, sink: MessageSink | None, kee
             cid, _seq, log_time, pub = unpack_msg(data, body)
             counts[cid] = counts.get(cid, 0) + 1
             if cid in keep:
-                found.append((cid, log_time, pub, view[body + 22:end]))
+                found.append((cid, log_time, pub, view[body + 22 : end]))
         elif opcode == OP_SCHEMA:
             schema = _schema(_Cursor(data, body, end))
             out.schemas.setdefault(schema.id, schema)

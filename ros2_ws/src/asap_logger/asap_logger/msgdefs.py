@@ -14,12 +14,28 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from asap_logger.errors import DefinitionNotFound
+from asap_logger.errors import DefinitionNotFoundError
 
 SEPARATOR = "=" * 80 + "\n"
 _FIELD_TYPE = re.compile(r"(?:^|\n)\s*([a-zA-Z0-9_/]+)(?:\[[^\]]*\])?\s+")
 _PRIMITIVES = frozenset(
-    "bool byte char float32 float64 int8 uint8 int16 uint16 int32 uint32 int64 uint64 string wstring".split()
+    [
+        "bool",
+        "byte",
+        "char",
+        "float32",
+        "float64",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "string",
+        "wstring",
+    ]
 )
 
 
@@ -47,7 +63,7 @@ def _split(msgtype: str) -> tuple[str, str]:
         return parts[0], parts[2]
     if len(parts) == 2:
         return parts[0], parts[1]
-    raise DefinitionNotFound(msgtype, [])
+    raise DefinitionNotFoundError(msgtype, [])
 
 
 def _find(msgtype: str, prefixes: list[Path], suffix: str) -> Path | None:
@@ -78,7 +94,7 @@ def load_definition(msgtype: str, prefixes: list[Path] | None = None) -> Message
     def text_of(name: str) -> str:
         path = _find(name, prefixes, ".msg")
         if path is None:
-            raise DefinitionNotFound(name, [str(p) for p in prefixes])
+            raise DefinitionNotFoundError(name, [str(p) for p in prefixes])
         return path.read_text()
 
     def append(name: str) -> str:

@@ -97,10 +97,20 @@ def auto_action(previous_mode: int | None, mode: int) -> str | None:
 def git_revision(path: Path) -> str:
     """``<sha>[-dirty]`` of the git checkout holding ``path``, or ``unknown``."""
     try:
-        sha = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return sha + ("-dirty" if dirty else "")
@@ -181,8 +191,13 @@ class Recorder:
             now = time.time()
             eid = self._unique(episode_id(name, now))
             path = self.cfg.output_dir / eid
-            meta = {**metadata, "episode_id": eid, "name": name, "status": "recording",
-                    "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}
+            meta = {
+                **metadata,
+                "episode_id": eid,
+                "name": name,
+                "status": "recording",
+                "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+            }
             bag = self._open_bag(path, eid, meta)
             episode = _Episode(eid, bag, meta)
             self._episode = episode
@@ -207,8 +222,12 @@ class Recorder:
                 raise PermissionError(f"directory {out} is not writable")
             free = shutil.disk_usage(out).free
             if free < self.cfg.min_free_bytes:
-                raise OSError(f"only {free >> 20} MiB free in {out}, need {self.cfg.min_free_bytes >> 20} MiB")
-            bag = BagWriter(path, self.cfg.bag, custom_data={"episode_id": eid, "json": json.dumps(meta, default=str)})
+                raise OSError(
+                    f"only {free >> 20} MiB free in {out}, need {self.cfg.min_free_bytes >> 20} MiB"
+                )
+            bag = BagWriter(
+                path, self.cfg.bag, custom_data={"episode_id": eid, "json": json.dumps(meta, default=str)}
+            )
             write_json(path / "episode.json", meta)
         except OSError as exc:
             self._last_error = f"cannot start episode {eid} in {out}: {exc}"
@@ -235,8 +254,14 @@ class Recorder:
         """Counters for diagnostics."""
         episode = self._episode
         count = episode.bag.message_count if episode else 0
-        return RecorderStatus(episode.id if episode else "", count, self._in_bytes - self._out_bytes,
-                              self._dropped, self._episodes_done, self._last_error)
+        return RecorderStatus(
+            episode.id if episode else "",
+            count,
+            self._in_bytes - self._out_bytes,
+            self._dropped,
+            self._episodes_done,
+            self._last_error,
+        )
 
     def shutdown(self, reason: str = "recorder shutdown") -> None:
         """Stop the open episode (if any) and the writer thread."""
@@ -325,10 +350,14 @@ class Recorder:
                 assert episode.result is not None
                 return episode.result
         failed = "error" in meta
-        meta.update(status="failed" if failed else "complete", stop_reason=reason,
-                    stop_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    message_count=episode.bag.message_count, topics=episode.bag.topic_message_counts(),
-                    files=[f.path for f in episode.bag.files])
+        meta.update(
+            status="failed" if failed else "complete",
+            stop_reason=reason,
+            stop_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            message_count=episode.bag.message_count,
+            topics=episode.bag.topic_message_counts(),
+            files=[f.path for f in episode.bag.files],
+        )
         try:
             write_json(episode.bag.path / "episode.json", meta)
         except OSError as exc:

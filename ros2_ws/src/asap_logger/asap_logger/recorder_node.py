@@ -27,12 +27,21 @@ from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from asap_logger.bag import BagCfg, TopicInfo, qos_profile
-from asap_logger.errors import ConfigError, DefinitionNotFound, StorageError
+from asap_logger.errors import ConfigError, DefinitionNotFoundError, StorageError
 from asap_logger.msgdefs import load_definition
 from asap_logger.recorder import EpisodeEvent, Recorder, RecorderCfg, auto_action, git_revision
 
-DEFAULT_TOPICS = ["/lowstate", "/lowcmd", "/policy/record", "/policy/status", "/odometry", "/joint_states",
-                  "/diagnostics", "/tf", "/tf_static"]
+DEFAULT_TOPICS = [
+    "/lowstate",
+    "/lowcmd",
+    "/policy/record",
+    "/policy/status",
+    "/odometry",
+    "/joint_states",
+    "/diagnostics",
+    "/tf",
+    "/tf_static",
+]
 # name: (default, description); every parameter is read-only (fixed at configure time).
 PARAMETERS: dict[str, tuple[object, str]] = {
     "output_dir": ("~/asap_episodes", "episodes are written to <output_dir>/<episode_id>/"),
@@ -67,19 +76,29 @@ class RecorderNode(Node):
         self._params = p
         self._static_meta = self._parse_json(p["episode_metadata_json"], "episode_metadata_json")
         self._git = git_revision(Path(__file__).resolve().parent)
-        cfg = RecorderCfg(output_dir=Path(p["output_dir"]).expanduser(), writer_period_s=p["writer_period_s"],
-                          queue_limit_bytes=p["queue_limit_mb"] << 20, min_free_bytes=p["min_free_mb"] << 20,
-                          bag=BagCfg(chunk_period_s=p["chunk_period_s"], chunk_bytes=p["chunk_bytes"],
-                                     max_file_bytes=p["max_file_bytes"], compression=p["compression"],
-                                     max_file_duration_s=p["max_file_duration_s"], fsync=p["fsync"]))
+        cfg = RecorderCfg(
+            output_dir=Path(p["output_dir"]).expanduser(),
+            writer_period_s=p["writer_period_s"],
+            queue_limit_bytes=p["queue_limit_mb"] << 20,
+            min_free_bytes=p["min_free_mb"] << 20,
+            bag=BagCfg(
+                chunk_period_s=p["chunk_period_s"],
+                chunk_bytes=p["chunk_bytes"],
+                max_file_bytes=p["max_file_bytes"],
+                compression=p["compression"],
+                max_file_duration_s=p["max_file_duration_s"],
+                fsync=p["fsync"],
+            ),
+        )
         self.recorder = Recorder(cfg, self._on_event)
         self._subscribed: dict[str, object] = {}
         self._skipped: set[str] = set()
         self._status: PolicyStatus | None = None
         self._mode: int | None = None
         self._twin: dict[str, object] = {}
-        latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                             reliability=ReliabilityPolicy.RELIABLE)
+        latched = QoSProfile(
+            depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
         self._events = self.create_publisher(EpisodeEventMsg, "~/episode_events", latched)
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_service(StartEpisode, "~/start_episode", self._start_srv)
@@ -90,7 +109,9 @@ class RecorderNode(Node):
         self.create_timer(p["discovery_period_s"], self._discover)
         self.create_timer(1.0, self._publish_diagnostics)
         self._discover()
-        self.get_logger().info(f"recording {p['topics']} into {cfg.output_dir} (auto episodes: {p['auto_episodes']})")
+        self.get_logger().info(
+            f"recording {p['topics']} into {cfg.output_dir} (auto episodes: {p['auto_episodes']})"
+        )
 
     @staticmethod
     def _parse_json(text: str, what: str) -> dict:
@@ -120,16 +141,18 @@ class RecorderNode(Node):
             pkg, _, name = msgtype.split("/")
             msg_class = getattr(importlib.import_module(f"{pkg}.msg"), name)
             definition = load_definition(msgtype)
-        except (ImportError, AttributeError, ValueError, DefinitionNotFound) as exc:
+        except (ImportError, AttributeError, ValueError, DefinitionNotFoundError) as exc:
             self._skipped.add(topic)
             self.get_logger().warning(f"not recording {topic} ({msgtype}): {exc}")
             return
         offered = [p.qos_profile for p in publishers]
         reliable = all(q.reliability == ReliabilityPolicy.RELIABLE for q in offered)
         latched = all(q.durability == DurabilityPolicy.TRANSIENT_LOCAL for q in offered)
-        qos = QoSProfile(depth=self._params["qos_depth"],
-                         reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+        qos = QoSProfile(
+            depth=self._params["qos_depth"],
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+        )
         key = self.recorder.add_topic(TopicInfo(topic, definition, tuple(_qos_dict(q) for q in offered)))
         push = self.recorder.push
 
@@ -150,16 +173,32 @@ class RecorderNode(Node):
     # -- episodes ---------------------------------------------------------------------------------
     def _metadata(self, reason: str, extra: dict) -> dict:
         status = self._status
-        policy = {} if status is None else {
-            "name": status.policy_name, "sha256": status.policy_sha256, "motion": status.motion_name,
-            "mode": status.mode_name}
-        return {**self._static_meta, "start_reason": reason, "policy": policy, "twin": dict(self._twin),
-                "git_revision": self._git, "recorder_parameters": self._params, "user": extra}
+        policy = (
+            {}
+            if status is None
+            else {
+                "name": status.policy_name,
+                "sha256": status.policy_sha256,
+                "motion": status.motion_name,
+                "mode": status.mode_name,
+            }
+        )
+        return {
+            **self._static_meta,
+            "start_reason": reason,
+            "policy": policy,
+            "twin": dict(self._twin),
+            "git_revision": self._git,
+            "recorder_parameters": self._params,
+            "user": extra,
+        }
 
     def _start(self, name: str, reason: str, extra: dict) -> tuple[str, Path]:
         return self.recorder.start(name, self._metadata(reason, extra))
 
-    def _start_srv(self, request: StartEpisode.Request, response: StartEpisode.Response) -> StartEpisode.Response:
+    def _start_srv(
+        self, request: StartEpisode.Request, response: StartEpisode.Response
+    ) -> StartEpisode.Response:
         try:
             extra = self._parse_json(request.metadata_json, "metadata_json")
             eid, path = self._start(request.name, "service request", extra)
@@ -167,7 +206,12 @@ class RecorderNode(Node):
             response.success, response.message = False, str(exc)
             self.get_logger().error(f"start_episode refused: {exc}")
             return response
-        response.success, response.message, response.episode_id, response.bag_path = True, "recording", eid, str(path)
+        response.success, response.message, response.episode_id, response.bag_path = (
+            True,
+            "recording",
+            eid,
+            str(path),
+        )
         return response
 
     def _stop_srv(self, request: StopEpisode.Request, response: StopEpisode.Response) -> StopEpisode.Response:
@@ -177,7 +221,11 @@ class RecorderNode(Node):
             response.success, response.message = False, str(exc)
             return response
         response.success = event.kind.name == "STOPPED"
-        response.message, response.bag_path, response.message_count = event.reason, event.bag_path, event.message_count
+        response.message, response.bag_path, response.message_count = (
+            event.reason,
+            event.bag_path,
+            event.message_count,
+        )
         return response
 
     def _on_status(self, msg: PolicyStatus) -> None:
@@ -193,13 +241,20 @@ class RecorderNode(Node):
             self.get_logger().error(f"auto episode {action} failed: {exc}")
 
     def _on_event(self, event: EpisodeEvent) -> None:
-        msg = EpisodeEventMsg(event=event.kind.value, episode_id=event.episode_id, bag_path=event.bag_path,
-                              reason=event.reason, message_count=event.message_count)
+        msg = EpisodeEventMsg(
+            event=event.kind.value,
+            episode_id=event.episode_id,
+            bag_path=event.bag_path,
+            reason=event.reason,
+            message_count=event.message_count,
+        )
         msg.header.stamp = self.get_clock().now().to_msg()
         self._events.publish(msg)
         log = self.get_logger().error if event.kind.name == "FAILED" else self.get_logger().info
-        log(f"episode {event.episode_id} {event.kind.name.lower()}: {event.reason} "
-            f"({event.message_count} messages, {event.bag_path})")
+        log(
+            f"episode {event.episode_id} {event.kind.name.lower()}: {event.reason} "
+            f"({event.message_count} messages, {event.bag_path})"
+        )
 
     # -- diagnostics ------------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
@@ -211,11 +266,23 @@ class RecorderNode(Node):
             level, text = DiagnosticStatus.ERROR, s.last_error
         out = self.recorder.cfg.output_dir
         free = shutil.disk_usage(out).free >> 20 if out.exists() else -1
-        values = {"episode": s.episode_id, "messages": s.message_count, "queued_bytes": s.queued_bytes,
-                  "dropped": s.dropped, "episodes_done": s.episodes_done, "output_dir": str(out), "free_mb": free,
-                  "topics": ",".join(sorted(self._subscribed))}
-        status = DiagnosticStatus(level=level, name="asap_logger: recorder", message=text, hardware_id="",
-                                  values=[KeyValue(key=k, value=str(v)) for k, v in values.items()])
+        values = {
+            "episode": s.episode_id,
+            "messages": s.message_count,
+            "queued_bytes": s.queued_bytes,
+            "dropped": s.dropped,
+            "episodes_done": s.episodes_done,
+            "output_dir": str(out),
+            "free_mb": free,
+            "topics": ",".join(sorted(self._subscribed)),
+        }
+        status = DiagnosticStatus(
+            level=level,
+            name="asap_logger: recorder",
+            message=text,
+            hardware_id="",
+            values=[KeyValue(key=k, value=str(v)) for k, v in values.items()],
+        )
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics.publish(array)
@@ -227,10 +294,16 @@ class RecorderNode(Node):
 
 
 def _qos_dict(q: QoSProfile) -> dict:
-    return qos_profile(reliability=q.reliability.name.lower(), durability=q.durability.name.lower(),
-                       history=q.history.name.lower(), depth=q.depth, deadline_ns=q.deadline.nanoseconds,
-                       lifespan_ns=q.lifespan.nanoseconds, liveliness=q.liveliness.name.lower(),
-                       liveliness_lease_ns=q.liveliness_lease_duration.nanoseconds)
+    return qos_profile(
+        reliability=q.reliability.name.lower(),
+        durability=q.durability.name.lower(),
+        history=q.history.name.lower(),
+        depth=q.depth,
+        deadline_ns=q.deadline.nanoseconds,
+        lifespan_ns=q.lifespan.nanoseconds,
+        liveliness=q.liveliness.name.lower(),
+        liveliness_lease_ns=q.liveliness_lease_duration.nanoseconds,
+    )
 
 
 def _twin_values(names: list[str], future) -> dict:

@@ -17,7 +17,7 @@ import yaml
 
 from asap_logger import mcap_io
 from asap_logger.bag import FileStats, TopicStats, bag_files, metadata_document, write_metadata
-from asap_logger.errors import BagNotFound, BagError
+from asap_logger.errors import BagError, BagNotFoundError
 from asap_logger.recorder import write_json
 
 
@@ -35,8 +35,15 @@ class RepairReport:
 def close_file(contents: mcap_io.FileContents) -> None:
     """Truncate a cut-off file after its last complete record and append summary + footer."""
     span = (contents.start_time, contents.end_time)
-    tail = mcap_io.summary_bytes(contents.valid_end, contents.schemas, contents.channels, contents.chunks,
-                                 contents.counts, span, contents.metadata_index)
+    tail = mcap_io.summary_bytes(
+        contents.valid_end,
+        contents.schemas,
+        contents.channels,
+        contents.chunks,
+        contents.counts,
+        span,
+        contents.metadata_index,
+    )
     with contents.path.open("r+b") as fh:
         fh.truncate(contents.valid_end)
         fh.seek(contents.valid_end)
@@ -51,8 +58,12 @@ def _topics(scans: list[mcap_io.FileContents]) -> list[TopicStats]:
             stats = topics.get(channel.topic)
             if stats is None:
                 qos = yaml.safe_load(channel.metadata.get("offered_qos_profiles", "")) or []
-                stats = topics[channel.topic] = TopicStats(channel.topic, schema.name if schema else "", qos,
-                                                           channel.metadata.get("topic_type_hash", ""))
+                stats = topics[channel.topic] = TopicStats(
+                    channel.topic,
+                    schema.name if schema else "",
+                    qos,
+                    channel.metadata.get("topic_type_hash", ""),
+                )
             stats.message_count += contents.counts.get(cid, 0)
     return list(topics.values())
 
@@ -60,7 +71,7 @@ def _topics(scans: list[mcap_io.FileContents]) -> list[TopicStats]:
 def reindex(bag: Path) -> RepairReport:
     """Close cut-off files of ``bag`` and rewrite its metadata.yaml; returns what was done."""
     if not bag.is_dir():
-        raise BagNotFound(f"{bag}: not a directory")
+        raise BagNotFoundError(f"{bag}: not a directory")
     report = RepairReport(bag)
     scans = []
     for path in bag_files(bag, None):
@@ -88,6 +99,10 @@ def _mark_recovered(bag: Path, report: RepairReport) -> None:
         return
     meta = json.loads(sidecar.read_text())
     if meta.get("status") == "recording":
-        meta.update(status="recovered", stop_reason="recorder died; recovered by asap-bag reindex",
-                    message_count=report.message_count, recovery_problems=report.problems)
+        meta.update(
+            status="recovered",
+            stop_reason="recorder died; recovered by asap-bag reindex",
+            message_count=report.message_count,
+            recovery_problems=report.problems,
+        )
         write_json(sidecar, meta)

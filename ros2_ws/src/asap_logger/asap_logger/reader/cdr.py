@@ -19,8 +19,19 @@ import numpy as np
 from asap_logger.errors import DecodeError
 
 _PRIMITIVES = {
-    "bool": "u1", "byte": "u1", "char": "u1", "int8": "i1", "uint8": "u1", "int16": "<i2", "uint16": "<u2",
-    "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8", "float32": "<f4", "float64": "<f8",
+    "bool": "u1",
+    "byte": "u1",
+    "char": "u1",
+    "int8": "i1",
+    "uint8": "u1",
+    "int16": "<i2",
+    "uint16": "<u2",
+    "int32": "<i4",
+    "uint32": "<u4",
+    "int64": "<i8",
+    "uint64": "<u8",
+    "float32": "<f4",
+    "float64": "<f8",
 }
 _BASE, _NAME, _ARRAY, _SEQUENCE = 1, 2, 3, 4  # rosbags Nodetype values
 _U32 = struct.Struct("<I")
@@ -119,7 +130,7 @@ def _column(rows: np.ndarray, spots: list[tuple[int, int]], dtype: str) -> np.nd
 def _strings(rows: np.ndarray, spots: list[tuple[int, int]]) -> np.ndarray:
     out = np.empty((rows.shape[0], len(spots)), dtype=object)
     for j, (o, c) in enumerate(spots):
-        for i, raw in enumerate(rows[:, o:o + c]):
+        for i, raw in enumerate(rows[:, o : o + c]):
             out[i, j] = raw.tobytes().decode(errors="replace")
     return out
 
@@ -134,7 +145,9 @@ def _extract(layout: Layout, rows: np.ndarray, fields: list[str], topic: str) ->
     return out
 
 
-def decode(defs: FieldDefs, msgtype: str, blobs: list, fields: list[str], topic: str = "") -> dict[str, np.ndarray]:
+def decode(
+    defs: FieldDefs, msgtype: str, blobs: list, fields: list[str], topic: str = ""
+) -> dict[str, np.ndarray]:
     """Decode ``fields`` of every message in ``blobs``: {field path: (N, count) array}.
 
     A scalar field gives an (N, 1) array, a fixed array or repeated nested field (N, count).
@@ -150,8 +163,10 @@ def decode(defs: FieldDefs, msgtype: str, blobs: list, fields: list[str], topic:
     for i, blob in enumerate(blobs):
         layout = _plan(defs, msgtype, blob, topic, i)
         groups.setdefault(layout.key, (layout, []))[1].append(i)
-    parts = [(rows, _extract(layout, _stack([blobs[i] for i in rows], layout.size), fields, topic))
-             for layout, rows in groups.values()]
+    parts = [
+        (rows, _extract(layout, _stack([blobs[i] for i in rows], layout.size), fields, topic))
+        for layout, rows in groups.values()
+    ]
     return {name: _merge(name, parts, len(blobs), topic) for name in fields}
 
 
@@ -176,7 +191,9 @@ def _uniform(layout: Layout, blobs: list) -> bool:
 def _merge(name: str, parts: list, n: int, topic: str) -> np.ndarray:
     widths = {p[name].shape[1] for _, p in parts}
     if len(widths) > 1:
-        raise DecodeError(topic, parts[1][0][0], f"field {name!r} changes length between messages: {sorted(widths)}")
+        raise DecodeError(
+            topic, parts[1][0][0], f"field {name!r} changes length between messages: {sorted(widths)}"
+        )
     sample = parts[0][1][name]
     out = np.empty((n, sample.shape[1]), dtype=sample.dtype)
     for rows, values in parts:

@@ -25,7 +25,14 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from asap_core.g1 import MOTOR_ORDER, NUM_MOTORS
 from asap_logger import mcap_io
 from asap_logger.bag import bag_files
-from asap_logger.errors import BagNotFound, ClockJump, DecodeError, GapError, MissingTopic, SequenceGap
+from asap_logger.errors import (
+    BagNotFoundError,
+    ClockJumpError,
+    DecodeError,
+    GapError,
+    MissingTopicError,
+    SequenceGapError,
+)
 from asap_logger.reader.cdr import decode
 
 
@@ -42,10 +49,16 @@ class TopicNames:
 class _Rows:
     """Row selection shared by the array bundles (every ndarray field has N rows)."""
 
-    def take(self, rows: np.ndarray):  # noqa: ANN201 - returns the same bundle type
+    def take(self, rows: np.ndarray):
         """The same bundle restricted to ``rows``."""
-        return replace(self, **{f.name: getattr(self, f.name)[rows] for f in fields(self)
-                                if isinstance(getattr(self, f.name), np.ndarray)})
+        return replace(
+            self,
+            **{
+                f.name: getattr(self, f.name)[rows]
+                for f in fields(self)
+                if isinstance(getattr(self, f.name), np.ndarray)
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -151,21 +164,27 @@ class RawTopic:
     blobs: list
 
 
-def open_episode(path: str | Path, *, topics: Iterable[str] | None = None, names: TopicNames | None = None) -> Episode:
+def open_episode(
+    path: str | Path, *, topics: Iterable[str] | None = None, names: TopicNames | None = None
+) -> Episode:
     """Read an episode bag directory (or one .mcap file); keep the bytes of ``topics`` (default all).
 
     A bag cut short by a crash reads up to its last complete chunk; what was lost is listed in
-    ``Episode.issues``. A damaged chunk raises ``CorruptChunk`` naming file, chunk and offset.
+    ``Episode.issues``. A damaged chunk raises ``CorruptChunkError`` naming file, chunk and offset.
     """
     path = Path(path)
     if path.is_file() and path.suffix == ".mcap":
         root, files, bag_metadata = path.parent, [path], None
     elif path.is_dir():
         meta_file = path / "metadata.yaml"
-        bag_metadata = yaml.safe_load(meta_file.read_text())["rosbag2_bagfile_information"] if meta_file.exists() else None
+        bag_metadata = (
+            yaml.safe_load(meta_file.read_text())["rosbag2_bagfile_information"]
+            if meta_file.exists()
+            else None
+        )
         root, files = path, bag_files(path, bag_metadata)
     else:
-        raise BagNotFound(f"{path}: not a bag directory or .mcap file")
+        raise BagNotFoundError(f"{path}: not a bag directory or .mcap file")
     wanted = None if topics is None else set(topics)
     return Episode(root, files, bag_metadata, wanted, names or TopicNames())
 
@@ -173,10 +192,18 @@ def open_episode(path: str | Path, *, topics: Iterable[str] | None = None, names
 class Episode:
     """An opened episode: raw topics, decoders to typed arrays, validation, alignment."""
 
-    def __init__(self, path: Path, files: list[Path], bag_metadata: dict | None, wanted: set[str] | None,
-                 names: TopicNames) -> None:
+    def __init__(
+        self,
+        path: Path,
+        files: list[Path],
+        bag_metadata: dict | None,
+        wanted: set[str] | None,
+        names: TopicNames,
+    ) -> None:
         self.path, self.names, self.bag_metadata = path, names, bag_metadata
-        self.issues: list[str] = [] if bag_metadata else [f"{path.name}: no metadata.yaml (run asap-bag reindex)"]
+        self.issues: list[str] = (
+            [] if bag_metadata else [f"{path.name}: no metadata.yaml (run asap-bag reindex)"]
+        )
         self._schemas: dict[str, str] = {}
         self._data: dict[str, tuple[str, list, list, list]] = {}
         self._mcap_metadata: dict[str, dict[str, str]] = {}
@@ -205,8 +232,10 @@ class Episode:
         contents = mcap_io.scan(file, sink=sink, wanted=want)
         self._mcap_metadata.update(dict(contents.metadata))
         if not contents.complete:
-            self.issues.append(f"{file.name}: not closed (crash?); read up to byte {contents.valid_end}, "
-                               f"{contents.message_count} messages in {len(contents.chunks)} complete chunks")
+            self.issues.append(
+                f"{file.name}: not closed (crash?); read up to byte {contents.valid_end}, "
+                f"{contents.message_count} messages in {len(contents.chunks)} complete chunks"
+            )
 
     def _episode_metadata(self) -> dict:
         sidecar = self.path / "episode.json"
@@ -227,11 +256,13 @@ class Episode:
         return {topic: len(entry[1]) for topic, entry in self._data.items()}
 
     def raw(self, topic: str) -> RawTopic:
-        """The stored bytes and times of ``topic``; ``MissingTopic`` if absent or empty."""
+        """The stored bytes and times of ``topic``; ``MissingTopicError`` if absent or empty."""
         entry = self._data.get(topic)
         if entry is None or not entry[1]:
-            raise MissingTopic(topic, [t for t, e in self._data.items() if e[1]])
-        return RawTopic(topic, entry[0], np.asarray(entry[1], np.int64), np.asarray(entry[2], np.int64), entry[3])
+            raise MissingTopicError(topic, [t for t, e in self._data.items() if e[1]])
+        return RawTopic(
+            topic, entry[0], np.asarray(entry[1], np.int64), np.asarray(entry[2], np.int64), entry[3]
+        )
 
     def decode(self, topic: str, field_paths: list[str]) -> dict[str, np.ndarray]:
         """Decode ``field_paths`` (e.g. ``motor_state.q``) of every message: {path: (N, count)}."""
@@ -264,13 +295,31 @@ class Episode:
         """Joint and IMU state from ``unitree_hg/LowState`` (decoded vectorized)."""
         topic = self.names.lowstate
         self._expect(topic, "unitree_hg/msg/LowState")
-        f = self.decode(topic, ["tick", "motor_state.q", "motor_state.dq", "motor_state.tau_est",
-                                "imu_state.quaternion", "imu_state.gyroscope", "imu_state.accelerometer"])
+        f = self.decode(
+            topic,
+            [
+                "tick",
+                "motor_state.q",
+                "motor_state.dq",
+                "motor_state.tau_est",
+                "imu_state.quaternion",
+                "imu_state.gyroscope",
+                "imu_state.accelerometer",
+            ],
+        )
         t_ns, t = self._times(topic)
         m = slice(0, NUM_MOTORS)
-        return LowStateArrays(t_ns, t, f["tick"][:, 0], f["motor_state.q"][:, m], f["motor_state.dq"][:, m],
-                              f["motor_state.tau_est"][:, m], f["imu_state.quaternion"], f["imu_state.gyroscope"],
-                              f["imu_state.accelerometer"])
+        return LowStateArrays(
+            t_ns,
+            t,
+            f["tick"][:, 0],
+            f["motor_state.q"][:, m],
+            f["motor_state.dq"][:, m],
+            f["motor_state.tau_est"][:, m],
+            f["imu_state.quaternion"],
+            f["imu_state.gyroscope"],
+            f["imu_state.accelerometer"],
+        )
 
     def lowcmd(self) -> LowCmdArrays:
         """Commanded targets and gains from ``unitree_hg/LowCmd``."""
@@ -286,11 +335,16 @@ class Episode:
         topic = self.names.odometry
         self._expect(topic, "nav_msgs/msg/Odometry")
         pose, twist = "pose.pose.", "twist.twist."
-        paths = {"pos": [pose + f"position.{a}" for a in "xyz"],
-                 "quat": [pose + f"orientation.{a}" for a in "wxyz"],
-                 "lin_vel": [twist + f"linear.{a}" for a in "xyz"],
-                 "ang_vel": [twist + f"angular.{a}" for a in "xyz"]}
-        f = self.decode(topic, [p for group in paths.values() for p in group] + ["header.stamp.sec", "header.stamp.nanosec"])
+        paths = {
+            "pos": [pose + f"position.{a}" for a in "xyz"],
+            "quat": [pose + f"orientation.{a}" for a in "wxyz"],
+            "lin_vel": [twist + f"linear.{a}" for a in "xyz"],
+            "ang_vel": [twist + f"angular.{a}" for a in "xyz"],
+        }
+        f = self.decode(
+            topic,
+            [p for group in paths.values() for p in group] + ["header.stamp.sec", "header.stamp.nanosec"],
+        )
         t_ns, t = self._times(topic)
         stacked = {k: np.hstack([f[p] for p in group]) for k, group in paths.items()}
         return OdometryArrays(t_ns, t, _stamp(f), **stacked)
@@ -301,10 +355,18 @@ class Episode:
         self._expect(topic, "asap_msgs/msg/PolicyRecord")
         vectors = ["observation", "action_raw", "action", "q_target"]
         scalars = ["tick", "mode", "phase", "lowstate_tick"]
-        f = self.decode(topic, [*scalars, *vectors, "inference_ms", "header.stamp.sec", "header.stamp.nanosec"])
+        f = self.decode(
+            topic, [*scalars, *vectors, "inference_ms", "header.stamp.sec", "header.stamp.nanosec"]
+        )
         t_ns, t = self._times(topic)
-        return PolicyArrays(t_ns, t, _stamp(f), *(f[k][:, 0] for k in scalars), *(f[k] for k in vectors),
-                            f["inference_ms"][:, 0])
+        return PolicyArrays(
+            t_ns,
+            t,
+            _stamp(f),
+            *(f[k][:, 0] for k in scalars),
+            *(f[k] for k in vectors),
+            f["inference_ms"][:, 0],
+        )
 
     # -- validation and alignment -----------------------------------------------------------------
     def validate(self, require: Iterable[str] = (), *, max_gap_s: float | None = 0.1) -> None:
@@ -316,9 +378,13 @@ class Episode:
         if self.names.record in require:
             _check_sequence(self.names.record, "tick", self.policy().tick.astype(np.int64), expected_step=1)
         if self.names.lowstate in require:
-            _check_sequence(self.names.lowstate, "tick", self.lowstate().tick.astype(np.int64), expected_step=None)
+            _check_sequence(
+                self.names.lowstate, "tick", self.lowstate().tick.astype(np.int64), expected_step=None
+            )
 
-    def aligned(self, *, rate_hz: float | None = None, validate: bool = True, max_gap_s: float | None = 0.1) -> AlignedEpisode:
+    def aligned(
+        self, *, rate_hz: float | None = None, validate: bool = True, max_gap_s: float | None = 0.1
+    ) -> AlignedEpisode:
         """Sample every available stream at common instants.
 
         The instants are the policy records' receive times when the episode has records (each
@@ -328,7 +394,9 @@ class Episode:
         dropped.
         """
         have = {topic for topic, n in self.counts.items() if n}
-        required = [self.names.lowstate] + ([self.names.record] if self.names.record in have and rate_hz is None else [])
+        required = [self.names.lowstate] + (
+            [self.names.record] if self.names.record in have and rate_hz is None else []
+        )
         if validate:
             self.validate(required, max_gap_s=max_gap_s)
         lowstate = self.lowstate()
@@ -338,9 +406,12 @@ class Episode:
         else:
             step = int(1e9 / (rate_hz or 50.0))
             grid = np.arange(lowstate.t_ns[0], lowstate.t_ns[-1] + 1, step, dtype=np.int64)
-        streams = {"lowstate": lowstate, "policy": policy,
-                   "lowcmd": self.lowcmd() if self.names.lowcmd in have else None,
-                   "odometry": self.odometry() if self.names.odometry in have else None}
+        streams = {
+            "lowstate": lowstate,
+            "policy": policy,
+            "lowcmd": self.lowcmd() if self.names.lowcmd in have else None,
+            "odometry": self.odometry() if self.names.odometry in have else None,
+        }
         rows = {k: _hold(v.t_ns, grid) for k, v in streams.items() if v is not None}
         if policy is not None and rate_hz is None:
             rows["policy"] = np.arange(len(grid))
@@ -370,7 +441,7 @@ def _check_times(topic: str, t_ns: np.ndarray, max_gap_s: float | None) -> None:
     back = np.flatnonzero(dt < 0)
     if back.size:
         i = int(back[0]) + 1
-        raise ClockJump(topic, i, f"receive time goes back by {-dt[i - 1] * 1e3:.1f} ms")
+        raise ClockJumpError(topic, i, f"receive time goes back by {-dt[i - 1] * 1e3:.1f} ms")
     if max_gap_s is not None and dt.size and dt.max() > max_gap_s:
         i = int(np.argmax(dt))
         raise GapError(topic, float((t_ns[i] - t_ns[0]) * 1e-9), float(dt[i]), max_gap_s)
@@ -383,9 +454,9 @@ def _check_sequence(topic: str, name: str, seq: np.ndarray, expected_step: int |
     back = np.flatnonzero(step <= 0)
     if back.size:
         i = int(back[0]) + 1
-        raise ClockJump(topic, i, f"{name} goes from {seq[i - 1]} to {seq[i]}")
+        raise ClockJumpError(topic, i, f"{name} goes from {seq[i - 1]} to {seq[i]}")
     unit = expected_step or int(np.median(step))
     skipped = step // unit - 1
     if skipped.max() > 0:
         first = int(np.flatnonzero(skipped > 0)[0])
-        raise SequenceGap(topic, name, int(skipped[skipped > 0].sum()), int(seq[first]))
+        raise SequenceGapError(topic, name, int(skipped[skipped > 0].sum()), int(seq[first]))
