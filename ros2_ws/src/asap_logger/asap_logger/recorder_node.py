@@ -164,7 +164,7 @@ class RecorderNode(Node):
 
     def _refresh_twin(self) -> None:
         client = self._twin_client
-        if client is None or not client.service_is_ready():
+        if client is None or not client.services_are_ready():
             return
         future = client.get_parameters(self._params["twin_parameters"])
         names = list(self._params["twin_parameters"])
