@@ -105,7 +105,7 @@ class RecorderNode(Node):
         self.create_service(StopEpisode, "~/stop_episode", self._stop_srv)
         if p["auto_episodes"]:
             self.create_subscription(PolicyStatus, p["status_topic"], self._on_status, 10)
-        self._twin_client = AsyncParameterClient(self, p["twin_node"]) if p["twin_node"] else None
+        self._twin_client: AsyncParameterClient | None = None  # created when the twin shows up
         self.create_timer(p["discovery_period_s"], self._discover)
         self.create_timer(1.0, self._publish_diagnostics)
         self._discover()
@@ -155,14 +155,25 @@ class RecorderNode(Node):
         )
         key = self.recorder.add_topic(TopicInfo(topic, definition, tuple(_qos_dict(q) for q in offered)))
         push = self.recorder.push
+        taken: list = []
 
         def on_message(data: bytes, info: dict) -> None:
+            # One executor wake-up per message costs ~0.3 ms in rclpy; so each wake-up also drains
+            # whatever else this subscription holds (take_message, as rclpy's executor calls it).
             push(key, info["received_timestamp"], info["source_timestamp"], data)
+            handle = taken[0].handle
+            with handle:
+                while (more := handle.take_message(msg_class, True)) is not None:
+                    push(key, more[1]["received_timestamp"], more[1]["source_timestamp"], more[0])
 
-        self._subscribed[topic] = self.create_subscription(msg_class, topic, on_message, qos, raw=True)
+        taken.append(self.create_subscription(msg_class, topic, on_message, qos, raw=True))
+        self._subscribed[topic] = taken[0]
         self.get_logger().info(f"recording {topic} ({msgtype}, {qos.reliability.name.lower()})")
 
     def _refresh_twin(self) -> None:
+        twin = self._params["twin_node"]
+        if self._twin_client is None and twin and twin in self.get_node_names():
+            self._twin_client = AsyncParameterClient(self, twin)
         client = self._twin_client
         if client is None or not client.services_are_ready():
             return

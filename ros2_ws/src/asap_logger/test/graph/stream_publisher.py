@@ -1,4 +1,4 @@
-"""Publish LowState or PolicyRecord at a fixed rate as pre-serialized CDR, keeping what was sent.
+"""Publish LowState, LowCmd or PolicyRecord at a fixed rate as pre-serialized CDR, keeping what was sent.
 
     python stream_publisher.py lowstate --rate 500 --seconds 30 --out sent.bin
 
@@ -20,7 +20,7 @@ import rclpy
 from asap_msgs.msg import PolicyRecord
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import serialize_message
-from unitree_hg.msg import LowState
+from unitree_hg.msg import LowCmd, LowState
 
 
 def _lowstate(i: int, rng: np.random.Generator) -> LowState:
@@ -40,7 +40,18 @@ def _record(i: int, rng: np.random.Generator) -> PolicyRecord:
     return msg
 
 
-KINDS = {"lowstate": (LowState, "/lowstate", _lowstate), "record": (PolicyRecord, "/policy/record", _record)}
+def _lowcmd(i: int, rng: np.random.Generator) -> LowCmd:
+    msg = LowCmd(mode_machine=5, crc=i)
+    for k in range(29):
+        msg.motor_cmd[k].q, msg.motor_cmd[k].kp, msg.motor_cmd[k].kd = float(rng.normal()), 100.0, 2.0
+    return msg
+
+
+KINDS = {
+    "lowstate": (LowState, "/lowstate", _lowstate),
+    "lowcmd": (LowCmd, "/lowcmd", _lowcmd),
+    "record": (PolicyRecord, "/policy/record", _record),
+}
 
 
 def main() -> int:
@@ -50,6 +61,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--subscribers", type=int, default=1)
     parser.add_argument("--out", default="")
+    parser.add_argument("--fast", action="store_true", help="lowstate only: patch the tick into one template")
     args = parser.parse_args()
     msg_type, topic, make = KINDS[args.kind]
     stop = []
@@ -69,19 +81,25 @@ def main() -> int:
     period, start = 1.0 / args.rate, time.monotonic()
     n = int(args.rate * args.seconds)
     print("started", flush=True)
+    template = bytearray(serialize_message(make(0, rng)))
     for i in range(n):
         if stop:
             break
-        blob = serialize_message(make(i, rng))
+        if args.fast:  # LowState.tick is the u32 at CDR byte 16 (after the header, version[2], modes)
+            struct.pack_into("<I", template, 16, i)
+            blob = bytes(template)
+        else:
+            blob = serialize_message(make(i, rng))
         pub.publish(blob)
         sent.append(blob)
         time.sleep(max(0.0, start + (i + 1) * period - time.monotonic()))
+    elapsed = time.monotonic() - start
     pub.wait_for_all_acked(rclpy.duration.Duration(seconds=10))
     if args.out:
         with open(args.out, "wb") as fh:
             for blob in sent:
                 fh.write(struct.pack("<I", len(blob)) + blob)
-    print(f"sent {len(sent)}", flush=True)
+    print(f"sent {len(sent)} in {elapsed:.2f} s", flush=True)
     node.destroy_node()
     rclpy.shutdown()
     return 0
