@@ -61,7 +61,7 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "discovery_period_s": (1.0, "how often the graph is checked for new topics (s)"),
     "episode_metadata_json": ("", "JSON object stored in every episode (e.g. robot id, operator)"),
     "twin_node": ("g1_sim", "node whose parameters describe the simulated twin ('' = none)"),
-    "twin_parameters": (["dynamics_profile"], "parameters of twin_node stored with each episode"),
+    "twin_parameters": (["profile", "clock_mode", "seed"], "twin_node parameters stored with each episode"),
 }
 
 
@@ -106,6 +106,7 @@ class RecorderNode(Node):
         if p["auto_episodes"]:
             self.create_subscription(PolicyStatus, p["status_topic"], self._on_status, 10)
         self._twin_client: AsyncParameterClient | None = None  # created when the twin shows up
+        self._twin_pending = False
         self.create_timer(p["discovery_period_s"], self._discover)
         self.create_timer(1.0, self._publish_diagnostics)
         self._discover()
@@ -171,15 +172,25 @@ class RecorderNode(Node):
         self.get_logger().info(f"recording {topic} ({msgtype}, {qos.reliability.name.lower()})")
 
     def _refresh_twin(self) -> None:
+        """Fetch the twin's parameters once whenever it (re)appears in the graph."""
         twin = self._params["twin_node"]
-        if self._twin_client is None and twin and twin in self.get_node_names():
-            self._twin_client = AsyncParameterClient(self, twin)
-        client = self._twin_client
-        if client is None or not client.services_are_ready():
+        if not twin:
             return
-        future = client.get_parameters(self._params["twin_parameters"])
+        if twin not in self.get_node_names():
+            self._twin = {}  # a restarted twin may run another profile
+            return
+        if self._twin_client is None:
+            self._twin_client = AsyncParameterClient(self, twin)
+        if self._twin or self._twin_pending or not self._twin_client.services_are_ready():
+            return
         names = list(self._params["twin_parameters"])
-        future.add_done_callback(lambda f: self._twin.update(_twin_values(names, f)))
+        self._twin_pending = True
+
+        def store(future) -> None:
+            self._twin_pending = False
+            self._twin.update(_twin_values(names, future))
+
+        self._twin_client.get_parameters(names).add_done_callback(store)
 
     # -- episodes ---------------------------------------------------------------------------------
     def _metadata(self, reason: str, extra: dict) -> dict:
