@@ -215,7 +215,7 @@ class Recorder:
         return out
 
     def _open_bag(self, path: Path, eid: str, meta: dict) -> BagWriter:
-        out = self.cfg.output_dir
+        out, bag = self.cfg.output_dir, None
         try:
             out.mkdir(parents=True, exist_ok=True)
             if not os.access(out, os.W_OK):
@@ -230,6 +230,8 @@ class Recorder:
             )
             write_json(path / "episode.json", meta)
         except OSError as exc:
+            if bag is not None:
+                bag.abort()
             self._last_error = f"cannot start episode {eid} in {out}: {exc}"
             raise StorageError(self._last_error) from exc
         return bag

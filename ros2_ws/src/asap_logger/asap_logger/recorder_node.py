@@ -297,6 +297,7 @@ class RecorderNode(Node):
             "output_dir": str(out),
             "free_mb": free,
             "topics": ",".join(sorted(self._subscribed)),
+            "twin": json.dumps(self._twin),
         }
         status = DiagnosticStatus(
             level=level,

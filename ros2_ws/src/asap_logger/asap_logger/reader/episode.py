@@ -176,17 +176,20 @@ def open_episode(
     if path.is_file() and path.suffix == ".mcap":
         root, files, bag_metadata = path.parent, [path], None
     elif path.is_dir():
-        meta_file = path / "metadata.yaml"
-        bag_metadata = (
-            yaml.safe_load(meta_file.read_text())["rosbag2_bagfile_information"]
-            if meta_file.exists()
-            else None
-        )
+        bag_metadata = _bag_metadata(path / "metadata.yaml")
         root, files = path, bag_files(path, bag_metadata)
     else:
         raise BagNotFoundError(f"{path}: not a bag directory or .mcap file")
     wanted = None if topics is None else set(topics)
     return Episode(root, files, bag_metadata, wanted, names or TopicNames())
+
+
+def _bag_metadata(path: Path) -> dict | None:
+    """metadata.yaml's content; None when absent or unreadable (the .mcap files are the truth)."""
+    try:
+        return yaml.safe_load(path.read_text())["rosbag2_bagfile_information"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
 
 
 class Episode:
@@ -202,7 +205,7 @@ class Episode:
     ) -> None:
         self.path, self.names, self.bag_metadata = path, names, bag_metadata
         self.issues: list[str] = (
-            [] if bag_metadata else [f"{path.name}: no metadata.yaml (run asap-bag reindex)"]
+            [] if bag_metadata else [f"{path.name}: no readable metadata.yaml (run asap-bag reindex)"]
         )
         self._schemas: dict[str, str] = {}
         self._data: dict[str, tuple[str, list, list, list]] = {}
@@ -239,8 +242,12 @@ class Episode:
 
     def _episode_metadata(self) -> dict:
         sidecar = self.path / "episode.json"
-        if sidecar.exists():
+        try:
             return json.loads(sidecar.read_text())
+        except FileNotFoundError:
+            pass
+        except (OSError, json.JSONDecodeError) as exc:
+            self.issues.append(f"episode.json unreadable ({exc}); using the metadata stored in the bag")
         started = self._mcap_metadata.get("asap_episode", {})
         return json.loads(started["json"]) if "json" in started else dict(started)
 
