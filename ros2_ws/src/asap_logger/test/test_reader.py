@@ -1,0 +1,123 @@
+"""The reader returns the synthetic episodes' known content and names what is wrong with bad ones."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synth import T0, Truth, write_episode
+
+from asap_core.g1 import MOTOR_ORDER
+from asap_logger.bag import BagCfg, BagWriter, TopicInfo
+from asap_logger.errors import (
+    BagNotFoundError,
+    ClockJumpError,
+    CorruptChunkError,
+    DecodeError,
+    GapError,
+    MissingTopicError,
+    SequenceGapError,
+)
+from asap_logger.msgdefs import load_definition
+from asap_logger.reader import open_episode
+
+
+def test_streams_equal_truth(episode: tuple[Path, Truth]) -> None:
+    path, truth = episode
+    ep = open_episode(path)
+    ls = ep.lowstate()
+    assert ls.joint_names == MOTOR_ORDER and ls.q.shape == (300, 29)
+    np.testing.assert_array_equal(ls.q, truth.lowstate_q)
+    np.testing.assert_array_equal(ls.tick, truth.lowstate_tick)
+    np.testing.assert_array_equal(ls.t_ns, truth.lowstate_t)
+    np.testing.assert_allclose(ls.dq[0], 0.1 * np.arange(29), rtol=1e-6)
+    np.testing.assert_allclose(ls.tau_est[0], -0.5 * np.arange(29))
+    np.testing.assert_array_equal(ls.imu_quat[5], [1, 0, 0, 0])
+    np.testing.assert_allclose(ls.imu_acc[5], [0, 0, 9.81], rtol=1e-6)
+    pol = ep.policy()
+    np.testing.assert_array_equal(pol.observation, truth.record_obs)
+    np.testing.assert_array_equal(pol.tick, truth.record_tick)
+    np.testing.assert_array_equal(pol.lowstate_tick, truth.lowstate_tick[::10])
+    assert pol.q_target.shape == (30, 29) and pol.mode[0] == 3
+    np.testing.assert_array_equal(pol.stamp_ns, truth.lowstate_t[::10])
+    np.testing.assert_array_equal(ep.lowcmd().kp, np.repeat(truth.lowcmd_kp[:, None], 29, axis=1))
+    odom = ep.odometry()
+    np.testing.assert_allclose(odom.pos, truth.odom_pos)
+    np.testing.assert_array_equal(odom.quat[0], [1, 0, 0, 0])  # (w, x, y, z)
+    np.testing.assert_array_equal(odom.ang_vel[0], [0, 0, 0.5])
+    assert ep.metadata == {"episode_id": "ep"} and ep.issues == []
+
+
+def test_aligned_on_policy_ticks(episode: tuple[Path, Truth]) -> None:
+    ep = open_episode(episode[0])
+    data = ep.aligned()
+    np.testing.assert_array_equal(data.lowstate.tick, data.policy.lowstate_tick)  # the state the policy saw
+    # LowCmd arrives 100 us after each record: the first record has none yet and is dropped
+    assert len(data.t) == 29 and data.lowcmd.kp.shape == (29, 29)
+    assert np.all(data.lowcmd.t_ns <= data.policy.t_ns) and np.all(data.odometry.t_ns <= data.policy.t_ns)
+    grid = ep.aligned(rate_hz=100)
+    assert np.allclose(np.diff(grid.t), 0.01)
+
+
+def test_missing_topic_is_named(tmp_path: Path) -> None:
+    write_episode(tmp_path / "m", seconds=0.1, skip_topics=("/odometry", "/policy/record"))
+    ep = open_episode(tmp_path / "m")
+    with pytest.raises(MissingTopicError, match="'/odometry'"):
+        ep.odometry()
+    with pytest.raises(MissingTopicError, match="'/policy/record'"):
+        ep.validate(["/lowstate", "/policy/record"])
+    assert ep.aligned().odometry is None
+
+
+def test_dropped_records_are_counted(tmp_path: Path) -> None:
+    write_episode(tmp_path / "d", seconds=0.2, drop_records=(3, 4), skip_topics=("/lowcmd", "/odometry"))
+    with pytest.raises(
+        SequenceGapError, match=r"/policy/record: 2 message\(s\) missing by tick \(first after tick=2\)"
+    ):
+        open_episode(tmp_path / "d").aligned()
+
+
+def _write(path: Path, times: list[int]) -> None:
+    writer = BagWriter(path, BagCfg(fsync=False))
+    cid = writer.add_topic(TopicInfo("/lowstate", load_definition("unitree_hg/msg/LowState")))
+    for t in times:
+        writer.write(cid, t, t, b"\x00\x01\x00\x00")
+    writer.close()
+
+
+def test_gaps_and_clock_jumps(tmp_path: Path) -> None:
+    _write(tmp_path / "gap", [T0, T0 + 2_000_000, T0 + 302_000_000])
+    with pytest.raises(GapError, match=r"/lowstate: no message for 300.0 ms at t=0.002 s"):
+        open_episode(tmp_path / "gap").validate(["/lowstate"])
+    _write(tmp_path / "jump", [T0, T0 + 2_000_000, T0 - 5_000_000])
+    with pytest.raises(ClockJumpError, match=r"/lowstate: receive time goes back by 7.0 ms at message #2"):
+        open_episode(tmp_path / "jump").validate(["/lowstate"])
+
+
+def test_corrupt_chunk_is_named(episode: tuple[Path, Truth], tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(episode[0], bad)
+    file = bad / "ep_0.mcap"
+    data = bytearray(file.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    file.write_bytes(bytes(data))
+    with pytest.raises(
+        CorruptChunkError, match=r"ep_0.mcap: chunk #\d+ at byte \d+ is corrupt: CRC mismatch"
+    ):
+        open_episode(bad)
+
+
+def test_not_a_bag(tmp_path: Path) -> None:
+    with pytest.raises(BagNotFoundError):
+        open_episode(tmp_path)
+    (tmp_path / "x_0.mcap").write_bytes(b"not an mcap file at all")
+    with pytest.raises(CorruptChunkError, match="no MCAP magic"):
+        open_episode(tmp_path)
+
+
+def test_truncated_message_is_a_decode_error(tmp_path: Path) -> None:
+    _write(tmp_path / "short", [T0, T0 + 1])
+    with pytest.raises(DecodeError, match=r"/lowstate: message #0 cannot be decoded"):
+        open_episode(tmp_path / "short").lowstate()
