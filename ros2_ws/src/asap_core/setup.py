@@ -10,7 +10,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["numpy"],
+    install_requires=["numpy", "onnx", "onnxruntime"],
     zip_safe=True,
     description="G1 robot contract shared by the asap nodes and training (no rclpy).",
     license="BSD-3-Clause",

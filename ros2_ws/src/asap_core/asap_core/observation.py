@@ -1,0 +1,284 @@
+"""Policy observation terms and the deploy observation builder, driven by an observation spec.
+
+The spec is data (it travels inside the policy artifact): an ordered tuple of :class:`ObsTerm`
+blocks. A block is one term either at the current tick (``history == 0``) or as its last
+``history`` values t-1 ... t-h, newest first. The observation is the concatenation of the blocks
+in spec order, each multiplied by its scale, then clipped to ``±clip``.
+
+ASAP's actor (``shared/research/asap.md`` §2.3, HumanoidVerse ``_get_obs_history_actor``) in this
+form: keys sorted alphabetically, ``history_actor`` expanded in place into one block per
+component key (sorted), each block ``[value(t-1), ..., value(t-4)]``; the history is updated
+after the observation is built, so it holds t-1..t-4. :func:`asap_actor_spec` builds it.
+
+Terms are small pure functions of :class:`ObsInputs` and work on any leading batch shape, so
+training computes the same quantities for many environments with the same code. History buffers
+store the *unscaled* term values; scaling is linear, so this equals ASAP's scaled buffers (and
+training can add its pre-scale noise to the values it hands to :meth:`ObservationBuilder.build_from_values`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from asap_core.joint_map import JointMap
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObsInputs:
+    """Everything the terms read, for one robot or a batch (leading axes ``...``).
+
+    Joint vectors are in the policy's joint order (the artifact's ``joint_names``).
+    """
+
+    q: np.ndarray
+    """Joint positions [..., n] (rad)."""
+    dq: np.ndarray
+    """Joint velocities [..., n] (rad/s)."""
+    quat_wxyz: np.ndarray
+    """Pelvis orientation in the world frame [..., 4], w first (LowState IMU convention)."""
+    gyro_b: np.ndarray
+    """Pelvis angular velocity in the pelvis frame [..., 3] (rad/s)."""
+    last_action: np.ndarray
+    """The previous network output [..., n] (normalized action units, before scaling)."""
+    phase: np.ndarray | float
+    """Motion phase [...] in [0, 1]."""
+    default_q: np.ndarray
+    """Default joint positions [n] or [..., n] (rad)."""
+
+    @classmethod
+    def from_motor_order(cls, joint_map: JointMap, *, q: np.ndarray, dq: np.ndarray,
+                         quat_wxyz: np.ndarray, gyro_b: np.ndarray, last_action: np.ndarray,
+                         phase: np.ndarray | float, default_q: np.ndarray) -> ObsInputs:
+        """Inputs from motor-order joint vectors (LowState), picked into policy order by name.
+
+        ``joint_map`` maps policy order (source) to motor order (target).
+        """
+        return cls(q=joint_map.gather(q), dq=joint_map.gather(dq), quat_wxyz=quat_wxyz,
+                   gyro_b=gyro_b, last_action=last_action, phase=phase, default_q=default_q)
+
+
+TermFn = Callable[[ObsInputs], np.ndarray]
+
+
+def actions(s: ObsInputs) -> np.ndarray:
+    """The previous action a_{t-1}."""
+    return np.asarray(s.last_action, dtype=np.float64)
+
+
+def base_ang_vel(s: ObsInputs) -> np.ndarray:
+    """Pelvis angular velocity in the pelvis frame (the IMU gyroscope)."""
+    return np.asarray(s.gyro_b, dtype=np.float64)
+
+
+def dof_pos(s: ObsInputs) -> np.ndarray:
+    """Joint positions relative to the default pose, q - q_default."""
+    return np.asarray(s.q, dtype=np.float64) - np.asarray(s.default_q, dtype=np.float64)
+
+
+def dof_vel(s: ObsInputs) -> np.ndarray:
+    """Joint velocities."""
+    return np.asarray(s.dq, dtype=np.float64)
+
+
+def projected_gravity(s: ObsInputs) -> np.ndarray:
+    """The unit gravity vector (0, 0, -1) expressed in the pelvis frame: R(q)^T g."""
+    return quat_rotate_inverse(s.quat_wxyz, np.array([0.0, 0.0, -1.0]))
+
+
+def ref_motion_phase(s: ObsInputs) -> np.ndarray:
+    """The motion phase as a 1-vector."""
+    return np.asarray(s.phase, dtype=np.float64)[..., None]
+
+
+TERMS: Mapping[str, TermFn] = MappingProxyType(
+    {f.__name__: f for f in (actions, base_ang_vel, dof_pos, dof_vel, projected_gravity,
+                             ref_motion_phase)}
+)
+"""Every observation term a spec may name."""
+
+_FIXED_DIMS = MappingProxyType({"base_ang_vel": 3, "projected_gravity": 3, "ref_motion_phase": 1})
+
+
+def term_dim(name: str, num_joints: int) -> int:
+    """The dimension a term has for a policy with ``num_joints`` joints."""
+    if name not in TERMS:
+        raise KeyError(f"unknown observation term {name!r}; known: {sorted(TERMS)}")
+    return _FIXED_DIMS.get(name, num_joints)
+
+
+def quat_rotate_inverse(quat_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate ``v`` [..., 3] by the inverse of unit quaternions [..., 4] (w, x, y, z)."""
+    q = np.asarray(quat_wxyz, dtype=np.float64)
+    w, u = q[..., :1], q[..., 1:]
+    v = np.broadcast_to(np.asarray(v, dtype=np.float64), u.shape)
+    return (v * (2.0 * w * w - 1.0) - np.cross(u, v) * (2.0 * w)
+            + u * (2.0 * np.sum(u * v, axis=-1, keepdims=True)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObsTerm:
+    """One block of the observation vector."""
+
+    name: str
+    """A key of :data:`TERMS`."""
+    dim: int
+    """Values per frame (checked against :func:`term_dim`)."""
+    scale: float = 1.0
+    """Multiplier applied to the term's value."""
+    history: int = 0
+    """0: the value at tick t. h > 0: the values at t-1 ... t-h, newest first (h * dim entries)."""
+
+    @property
+    def size(self) -> int:
+        """Entries this block occupies in the observation vector."""
+        return self.dim * max(1, self.history)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservationSpec:
+    """The observation layout: blocks in concatenation order and the final clip."""
+
+    terms: tuple[ObsTerm, ...]
+    clip: float | None = 100.0
+    """Clip the scaled vector to ±clip; None disables."""
+
+    @property
+    def dim(self) -> int:
+        """Length of the observation vector."""
+        return sum(t.size for t in self.terms)
+
+    @property
+    def history_lengths(self) -> dict[str, int]:
+        """For every term with history blocks, the longest history it needs."""
+        out: dict[str, int] = {}
+        for t in self.terms:
+            if t.history:
+                out[t.name] = max(out.get(t.name, 0), t.history)
+        return out
+
+    def slices(self) -> list[tuple[str, slice]]:
+        """``(label, slice)`` of every block, labels ``name`` or ``name@hN`` for history blocks."""
+        out, start = [], 0
+        for t in self.terms:
+            label = f"{t.name}@h{t.history}" if t.history else t.name
+            out.append((label, slice(start, start + t.size)))
+            start += t.size
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the artifact's ``observation`` field)."""
+        return {"clip": self.clip,
+                "terms": [{"name": t.name, "dim": t.dim, "scale": t.scale, "history": t.history}
+                          for t in self.terms]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ObservationSpec:
+        """Inverse of :meth:`to_dict`; raises KeyError/TypeError/ValueError on malformed input."""
+        unknown = set(data) - {"clip", "terms"}
+        if unknown:
+            raise ValueError(f"unknown keys {sorted(unknown)}; expected 'terms' and 'clip'")
+        terms = []
+        for i, t in enumerate(data["terms"]):
+            extra = set(t) - {"name", "dim", "scale", "history"}
+            if extra:
+                raise ValueError(f"terms[{i}] has unknown keys {sorted(extra)}")
+            terms.append(ObsTerm(name=str(t["name"]), dim=int(t["dim"]),
+                                 scale=float(t.get("scale", 1.0)), history=int(t.get("history", 0))))
+        clip = data.get("clip", 100.0)
+        return cls(terms=tuple(terms), clip=None if clip is None else float(clip))
+
+
+ASAP_SCALES = MappingProxyType({"base_ang_vel": 0.25, "dof_vel": 0.05})
+"""ASAP's observation scales (``deepmimic_a2c_nolinvel_LARGEnoise_history.yaml``); others 1.0."""
+
+
+def asap_actor_spec(num_joints: int = 23, history: int = 4) -> ObservationSpec:
+    """ASAP's tracking actor observation (380-dim for 23 joints), alphabetical as ASAP builds it."""
+    current = ("actions", "base_ang_vel", "dof_pos", "dof_vel", "projected_gravity",
+               "ref_motion_phase")
+    blocks: list[ObsTerm] = []
+    for key in sorted((*current, "history_actor")):
+        names = sorted(current) if key == "history_actor" else (key,)
+        h = history if key == "history_actor" else 0
+        blocks += [ObsTerm(name=n, dim=term_dim(n, num_joints), scale=ASAP_SCALES.get(n, 1.0),
+                           history=h) for n in names]
+    return ObservationSpec(terms=tuple(blocks), clip=100.0)
+
+
+def compute_terms(spec: ObservationSpec, inputs: ObsInputs) -> dict[str, np.ndarray]:
+    """Unscaled values [..., dim] of every term the spec uses (current or history)."""
+    return {name: TERMS[name](inputs) for name in dict.fromkeys(t.name for t in spec.terms)}
+
+
+def assemble(spec: ObservationSpec, values: Mapping[str, np.ndarray],
+             history: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The observation vector [..., spec.dim] (float64).
+
+    ``values[name]`` is [..., dim] at tick t; ``history[name]`` is [..., H, dim], newest first.
+    """
+    parts = []
+    for t in spec.terms:
+        if t.history:
+            block = history[t.name][..., : t.history, :]
+            block = block.reshape(*block.shape[:-2], t.history * t.dim)
+        else:
+            block = values[t.name]
+        parts.append(block * t.scale)
+    obs = np.concatenate(parts, axis=-1)
+    return obs if spec.clip is None else np.clip(obs, -spec.clip, spec.clip)
+
+
+@dataclass(kw_only=True)
+class ObservationBuilder:
+    """Builds successive observations and keeps the history buffers (one robot, or a batch).
+
+    ``build`` computes the terms, assembles the vector from the history as it stands (t-1 ...),
+    then pushes the new values, exactly ASAP's order. ``reset`` zeroes the history, as ASAP does
+    at episode start and on a policy switch.
+    """
+
+    spec: ObservationSpec
+    batch_shape: tuple[int, ...] = ()
+    _history: dict[str, np.ndarray] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._history = {name: np.zeros((*self.batch_shape, h, self._dim_of(name)))
+                         for name, h in self.spec.history_lengths.items()}
+
+    def _dim_of(self, name: str) -> int:
+        return next(t.dim for t in self.spec.terms if t.name == name)
+
+    def reset(self, mask: np.ndarray | None = None) -> None:
+        """Zero the history (all of it, or the batch entries where ``mask`` is true)."""
+        for buf in self._history.values():
+            if mask is None:
+                buf[...] = 0.0
+            else:
+                buf[np.asarray(mask, dtype=bool)] = 0.0
+
+    def build(self, inputs: ObsInputs) -> np.ndarray:
+        """The observation at this tick [..., spec.dim]; advances the history by one tick."""
+        return self.build_from_values(compute_terms(self.spec, inputs))
+
+    def build_from_values(self, values: Mapping[str, np.ndarray]) -> np.ndarray:
+        """As :meth:`build`, from term values computed (and perhaps noised) by the caller."""
+        obs = assemble(self.spec, values, self._history)
+        for name, buf in self._history.items():
+            buf[..., 1:, :] = buf[..., :-1, :]  # numpy copies overlapping slices safely
+            buf[..., 0, :] = values[name]
+        return obs
+
+    @property
+    def history(self) -> Mapping[str, np.ndarray]:
+        """Read-only view of the history buffers {term: [..., H, dim]}, newest first."""
+        return MappingProxyType(self._history)
+
+
+def motion_phase(tick: int, control_dt: float, motion_length_s: float) -> float:
+    """Phase in [0, 1] at policy tick ``tick`` (0 = the first policy tick): t / T, clipped."""
+    return float(min(1.0, max(0.0, tick * control_dt / motion_length_s)))
