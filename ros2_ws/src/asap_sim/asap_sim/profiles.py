@@ -1,0 +1,212 @@
+"""Dynamics profiles: the reality gap between the G1 that training assumes and the simulated twin.
+
+A profile is a YAML file of the keys in :data:`KEYS` (every key optional). Per-joint keys take a
+number (every joint) or a mapping ``{regex: number}`` matched with ``re.fullmatch`` against the
+joint names of :data:`asap_core.g1.MOTOR_ORDER`; later patterns override earlier ones, so write
+the general pattern first. ``link_mass_scale`` maps body-name patterns the same way; bodies are
+resolved by the model builder (:func:`asap_sim.model.build_model`), which knows the body names.
+
+``nominal.yaml`` is what training assumes; the other shipped files name one gap each. Unknown
+keys, patterns that match nothing and out-of-range values raise :class:`ProfileError` naming the
+key and the allowed range.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from asap_core import g1
+
+PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+"""Where the shipped profiles live (``<name>.yaml``)."""
+
+
+class ProfileError(ValueError):
+    """A dynamics profile that cannot be loaded (unknown key, bad value, no such profile)."""
+
+
+@dataclass(frozen=True)
+class _Key:
+    kind: str
+    """``joints`` (per joint), ``bodies`` (per body pattern), ``number``, ``vec3``, ``int``, ``str``."""
+    lo: float
+    hi: float
+    default: Any
+    doc: str
+
+
+KEYS: Mapping[str, _Key] = {
+    "description": _Key("str", 0, 0, "", "free text: what gap this profile models"),
+    "seed": _Key("int", 0, 2**32 - 1, 0, "seed of the sensor-noise generator"),
+    "kp_scale": _Key("joints", 0.0, 5.0, 1.0, "multiplies the commanded kp (x)"),
+    "kd_scale": _Key("joints", 0.0, 5.0, 1.0, "multiplies the commanded kd (x)"),
+    "torque_scale": _Key("joints", 0.0, 2.0, 1.0,
+                         "motor strength: multiplies the clipped motor torque (x)"),
+    "joint_friction": _Key("joints", 0.0, 5.0, 0.0, "dry joint friction, MuJoCo frictionloss (N m)"),
+    "joint_damping": _Key("joints", 0.0, 10.0, 0.0, "viscous joint damping (N m s/rad)"),
+    "armature": _Key("joints", 0.0, 0.5, None,
+                     "reflected rotor inertia (kg m^2); default asap_core.g1.ARMATURE of the actuator"),
+    "link_mass_scale": _Key("bodies", 0.1, 5.0, 1.0,
+                            "multiplies a body's mass and inertia (x); keys are body-name regexes"),
+    "base_com_offset": _Key("vec3", -0.2, 0.2, (0.0, 0.0, 0.0),
+                            "shift of the pelvis centre of mass [x, y, z] in the pelvis frame (m)"),
+    "ground_friction": _Key("number", 0.05, 3.0, 1.0, "sliding friction coefficient of the floor"),
+    "actuation_latency_ms": _Key("number", 0.0, 200.0, 0.0,
+                                 "delay between a command and the motors acting on it (ms)"),
+    "gyro_noise_std": _Key("number", 0.0, 2.0, 0.0, "white noise on the IMU gyroscope (rad/s)"),
+    "accelerometer_noise_std": _Key("number", 0.0, 5.0, 0.0,
+                                    "white noise on the IMU accelerometer (m/s^2)"),
+    "joint_pos_noise_std": _Key("number", 0.0, 0.2, 0.0, "white noise on reported q (rad)"),
+    "joint_vel_noise_std": _Key("number", 0.0, 5.0, 0.0, "white noise on reported dq (rad/s)"),
+}
+"""Every profile key: kind, allowed range [lo, hi], default and meaning (units in brackets)."""
+
+
+def _frozen(values: np.ndarray) -> np.ndarray:
+    values.flags.writeable = False
+    return values
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class DynamicsProfile:
+    """A resolved profile. Per-joint arrays are float64, shape (29,), in ``g1.MOTOR_ORDER``."""
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    kp_scale: np.ndarray
+    kd_scale: np.ndarray
+    torque_scale: np.ndarray
+    joint_friction: np.ndarray
+    """N m."""
+    joint_damping: np.ndarray
+    """N m s/rad."""
+    armature: np.ndarray
+    """kg m^2."""
+    link_mass_scale: tuple[tuple[str, float], ...] = ()
+    """(body-name regex, scale) pairs, later pairs override earlier ones."""
+    base_com_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """m, pelvis frame."""
+    ground_friction: float = 1.0
+    actuation_latency_ms: float = 0.0
+    gyro_noise_std: float = 0.0
+    """rad/s."""
+    accelerometer_noise_std: float = 0.0
+    """m/s^2."""
+    joint_pos_noise_std: float = 0.0
+    """rad."""
+    joint_vel_noise_std: float = 0.0
+    """rad/s."""
+    source: str = field(default="", compare=False)
+    """The file it came from (empty when built from a dict)."""
+
+
+def shipped_profiles() -> tuple[str, ...]:
+    """Names of the profiles that ship with asap_sim."""
+    return tuple(sorted(p.stem for p in PROFILE_DIR.glob("*.yaml")))
+
+
+def load_profile(name_or_path: str | Path) -> DynamicsProfile:
+    """Load a shipped profile by name (``"weak_ankles"``) or any YAML file by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = PROFILE_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise ProfileError(f"no shipped dynamics profile {str(name_or_path)!r}; shipped: "
+                               f"{list(shipped_profiles())}, or pass a path to a .yaml file")
+    if not path.is_file():
+        raise ProfileError(f"dynamics profile file {str(path)!r} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: a dynamics profile must be a YAML mapping of keys {list(KEYS)}")
+    try:
+        return profile_from_dict(data, name=path.stem, source=str(path))
+    except ProfileError as err:
+        raise ProfileError(f"{path}: {err}") from None
+
+
+def nominal_profile() -> DynamicsProfile:
+    """The profile training assumes (``nominal.yaml``)."""
+    return load_profile("nominal")
+
+
+def profile_from_dict(data: Mapping[str, Any], *, name: str, source: str = "") -> DynamicsProfile:
+    """Validate a mapping of profile keys and resolve it (see :data:`KEYS`)."""
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise ProfileError(f"unknown dynamics profile key(s) {unknown}; allowed keys: {list(KEYS)}")
+    resolved = {key: _resolve(key, spec, data.get(key, spec.default)) for key, spec in KEYS.items()}
+    return DynamicsProfile(name=name, source=source, **resolved)
+
+
+def _resolve(key: str, spec: _Key, value: Any) -> Any:
+    if spec.kind == "str":
+        if not isinstance(value, str):
+            raise ProfileError(f"{key} must be a string, got {value!r}")
+        return value
+    if spec.kind == "int":
+        if not isinstance(value, int) or isinstance(value, bool) or not spec.lo <= value <= spec.hi:
+            raise ProfileError(f"{key} = {value!r} must be an integer in [{spec.lo}, {spec.hi}]")
+        return value
+    if spec.kind == "number":
+        return _number(key, spec, value)
+    if spec.kind == "vec3":
+        if not isinstance(value, list | tuple) or len(value) != 3:
+            raise ProfileError(f"{key} must be a list [x, y, z], got {value!r}")
+        return tuple(_number(f"{key}[{i}]", spec, v) for i, v in enumerate(value))
+    if spec.kind == "joints":
+        return _frozen(_per_joint(key, spec, value))
+    return tuple((pattern, _number(f"{key}[{pattern!r}]", spec, v))
+                 for pattern, v in _patterns(key, value, default_pattern=".*"))
+
+
+def _number(key: str, spec: _Key, value: Any) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ProfileError(f"{key} must be a number in [{spec.lo}, {spec.hi}], got {value!r}")
+    if not spec.lo <= value <= spec.hi:
+        raise ProfileError(f"{key} = {value} is outside the allowed range [{spec.lo}, {spec.hi}]")
+    return float(value)
+
+
+def _patterns(key: str, value: Any, default_pattern: str) -> list[tuple[str, Any]]:
+    """A scalar means ``{default_pattern: scalar}``; a mapping is checked for valid regexes."""
+    if not isinstance(value, Mapping):
+        return [(default_pattern, value)]
+    for pattern in value:
+        try:
+            re.compile(str(pattern))
+        except re.error as err:
+            raise ProfileError(f"{key}: {pattern!r} is not a valid regular expression ({err})") from None
+    return [(str(p), v) for p, v in value.items()]
+
+
+def _joint_defaults(spec: _Key) -> np.ndarray:
+    if spec.default is None:  # armature: each actuator's own rotor inertia
+        return np.array([g1.ARMATURE[j.actuator] for j in g1.JOINTS])
+    return np.full(g1.NUM_MOTORS, float(spec.default))
+
+
+def _per_joint(key: str, spec: _Key, value: Any) -> np.ndarray:
+    out = _joint_defaults(spec)
+    if value is None:
+        return out
+    for pattern, v in _patterns(key, value, default_pattern=".*"):
+        hits = match_names(pattern, g1.MOTOR_ORDER)
+        if not hits:
+            raise ProfileError(f"{key}: pattern {pattern!r} matches no G1 joint; joints: "
+                               f"{list(g1.MOTOR_ORDER)}")
+        out[hits] = _number(f"{key}[{pattern!r}]", spec, v)
+    return out
+
+
+def match_names(pattern: str, names: tuple[str, ...] | list[str]) -> list[int]:
+    """Indices of ``names`` that ``pattern`` matches entirely (``re.fullmatch``)."""
+    regex = re.compile(pattern)
+    return [i for i, n in enumerate(names) if regex.fullmatch(n)]

@@ -1,0 +1,89 @@
+"""The drive model against hand-computed numbers: PD law, scaling, clipping, motor off, latency."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asap_core import g1
+from asap_sim.motor import EFFORT_LIMIT, CommandDelay, MotorCommand, MotorParams, latency_steps, pd_torque
+
+KNEE = g1.MOTOR_ORDER.index("left_knee_joint")  # effort limit 139 N m
+ANKLE = g1.MOTOR_ORDER.index("left_ankle_pitch_joint")  # effort limit 50 N m
+ONES = np.ones(g1.NUM_MOTORS)
+
+
+def _command(q=0.0, dq=0.0, tau=0.0, kp=0.0, kd=0.0, mode=1.0) -> MotorCommand:
+    return MotorCommand(mode=mode * ONES, q=q * ONES, dq=dq * ONES, tau=tau * ONES, kp=kp * ONES,
+                        kd=kd * ONES)
+
+
+def _params(kp_scale=1.0, kd_scale=1.0, torque_scale=1.0) -> MotorParams:
+    return MotorParams(kp_scale=kp_scale * ONES, kd_scale=kd_scale * ONES,
+                       torque_scale=torque_scale * ONES)
+
+
+def test_pd_law() -> None:
+    # 10*(1 - 0.5) + 2*(0 - 1) + 3 = 5 - 2 + 3 = 6 N m
+    tau = pd_torque(_command(q=1.0, tau=3.0, kp=10.0, kd=2.0), 0.5 * ONES, ONES, _params())
+    assert tau[KNEE] == pytest.approx(6.0)
+
+
+def test_profile_scales() -> None:
+    # 0.5 * (2*10*0.5 + 0.5*2*(0 - 1) + 3) = 0.5 * (10 - 1 + 3) = 6 N m
+    tau = pd_torque(_command(q=1.0, tau=3.0, kp=10.0, kd=2.0), 0.5 * ONES, ONES,
+                    _params(kp_scale=2.0, kd_scale=0.5, torque_scale=0.5))
+    assert tau[KNEE] == pytest.approx(6.0)
+
+
+def test_clipped_to_effort_limit_then_scaled() -> None:
+    # 1000*(1 - 0) = 1000 -> clip to 139 (knee) / 50 (ankle); torque_scale 0.5 halves the cap
+    tau = pd_torque(_command(q=1.0, kp=1000.0), 0 * ONES, 0 * ONES, _params())
+    assert tau[KNEE] == pytest.approx(139.0) and tau[ANKLE] == pytest.approx(50.0)
+    assert np.all(np.abs(tau) <= EFFORT_LIMIT)
+    weak = pd_torque(_command(q=-1.0, kp=1000.0), 0 * ONES, 0 * ONES, _params(torque_scale=0.5))
+    assert weak[ANKLE] == pytest.approx(-25.0)
+
+
+def test_mode_zero_is_off() -> None:
+    tau = pd_torque(_command(q=1.0, tau=5.0, kp=10.0, mode=0.0), 0 * ONES, ONES, _params())
+    assert np.all(tau == 0.0)
+
+
+def test_batched_with_per_env_parameters() -> None:
+    n = 4
+    cmd = MotorCommand.position(np.ones((n, g1.NUM_MOTORS)), kp=10.0 * ONES, kd=0.0 * ONES)
+    strength = np.linspace(0.25, 1.0, n)[:, None] * np.ones((n, g1.NUM_MOTORS))
+    params = MotorParams(kp_scale=ONES, kd_scale=ONES, torque_scale=strength)
+    tau = pd_torque(cmd, np.zeros((n, g1.NUM_MOTORS)), np.zeros((n, g1.NUM_MOTORS)), params)
+    assert tau.shape == (n, g1.NUM_MOTORS)
+    np.testing.assert_allclose(tau[:, KNEE], 10.0 * np.linspace(0.25, 1.0, n))
+
+
+def test_off_command_has_batch_shape() -> None:
+    off = MotorCommand.off(batch=(3,))
+    assert off.q.shape == (3, g1.NUM_MOTORS) and not off.mode.any()
+
+
+@pytest.mark.parametrize(("ms", "dt", "steps"), [(0.0, 0.002, 0), (30.0, 0.002, 15), (20.0, 0.005, 4),
+                                                 (3.0, 0.002, 2)])
+def test_latency_steps(ms: float, dt: float, steps: int) -> None:
+    assert latency_steps(ms, dt) == steps
+
+
+def test_command_delay_hands_back_the_command_from_n_steps_ago() -> None:
+    commands = [_command(q=float(i)) for i in range(5)]
+    delay = CommandDelay(3)
+    out = [delay.push(c) for c in commands]
+    assert [o.mode.any() for o in out[:3]] == [False, False, False]  # motors off until the first arrives
+    assert out[3] is commands[0] and out[4] is commands[1]
+
+
+def test_zero_delay_is_pass_through() -> None:
+    cmd = _command(q=1.0)
+    assert CommandDelay(0).push(cmd) is cmd
+
+
+def test_negative_delay_rejected() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        CommandDelay(-1)

@@ -1,0 +1,106 @@
+"""Dynamics profiles: shipped files load, patterns resolve by name, bad input names key and range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asap_core import g1
+from asap_sim.profiles import (
+    KEYS,
+    ProfileError,
+    load_profile,
+    nominal_profile,
+    profile_from_dict,
+    shipped_profiles,
+)
+
+ANKLES = [i for i, n in enumerate(g1.MOTOR_ORDER) if "ankle" in n]
+
+
+def test_shipped_profiles_load() -> None:
+    assert {"nominal", "weak_ankles", "latency", "heavy_torso"} <= set(shipped_profiles())
+    for name in shipped_profiles():
+        profile = load_profile(name)
+        assert profile.name == name and profile.description
+
+
+def test_nominal_is_the_ideal_g1() -> None:
+    p = nominal_profile()
+    for key in ("kp_scale", "kd_scale", "torque_scale"):
+        np.testing.assert_array_equal(getattr(p, key), np.ones(g1.NUM_MOTORS))
+    np.testing.assert_array_equal(p.armature, [g1.ARMATURE[j.actuator] for j in g1.JOINTS])
+    assert p.actuation_latency_ms == 0.0 and p.ground_friction == 1.0 and p.gyro_noise_std == 0.0
+    assert not p.joint_friction.any() and not p.joint_damping.any()
+
+
+def test_nominal_yaml_spells_out_every_key() -> None:
+    import yaml
+
+    text = (Path(load_profile("nominal").source)).read_text()
+    assert set(yaml.safe_load(text)) == set(KEYS)
+
+
+def test_later_patterns_override_earlier_ones() -> None:
+    p = profile_from_dict({"torque_scale": {".*": 0.9, ".*_ankle_.*": 0.5}}, name="t")
+    assert p.torque_scale[ANKLES].tolist() == [0.5] * 4
+    assert np.count_nonzero(p.torque_scale == 0.9) == g1.NUM_MOTORS - 4
+
+
+def test_weak_ankles_weakens_only_ankles() -> None:
+    p = load_profile("weak_ankles")
+    assert p.torque_scale[ANKLES].tolist() == [0.5] * 4
+    assert np.delete(p.torque_scale, ANKLES).tolist() == [1.0] * (g1.NUM_MOTORS - 4)
+
+
+def test_load_by_path(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("actuation_latency_ms: 12\nseed: 7\n")
+    p = load_profile(path)
+    assert (p.name, p.actuation_latency_ms, p.seed) == ("mine", 12.0, 7)
+
+
+def test_arrays_are_read_only() -> None:
+    with pytest.raises(ValueError):
+        nominal_profile().kp_scale[0] = 2.0
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kp_scal": 1.0}, r"unknown dynamics profile key\(s\) \['kp_scal'\]; allowed keys: \['description'"),
+        ({"kp_scale": 12}, r"kp_scale\['\.\*'\] = 12 is outside the allowed range \[0\.0, 5\.0\]"),
+        ({"torque_scale": {".*ankle.*": -1}}, r"torque_scale\['\.\*ankle\.\*'\] = -1 .*\[0\.0, 2\.0\]"),
+        ({"ground_friction": 0.0}, r"ground_friction = 0\.0 is outside the allowed range \[0\.05, 3\.0\]"),
+        ({"actuation_latency_ms": "30"}, r"actuation_latency_ms must be a number in \[0\.0, 200\.0\]"),
+        ({"joint_damping": {"elbow": 1.0}}, r"joint_damping: pattern 'elbow' matches no G1 joint"),
+        ({"joint_friction": {"(": 1.0}}, r"joint_friction: '\(' is not a valid regular expression"),
+        ({"base_com_offset": [0.0, 0.1]}, r"base_com_offset must be a list \[x, y, z\]"),
+        ({"base_com_offset": [0.0, 0.0, 0.5]}, r"base_com_offset\[2\] = 0\.5 is outside .*\[-0\.2, 0\.2\]"),
+        ({"seed": -1}, r"seed = -1 must be an integer in \[0, 4294967295\]"),
+        ({"seed": True}, r"seed = True must be an integer"),
+        ({"link_mass_scale": {"torso_link": 50}}, r"link_mass_scale\['torso_link'\] = 50 .*\[0\.1, 5\.0\]"),
+    ],
+)
+def test_errors_name_key_and_allowed_range(data: dict, message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        profile_from_dict(data, name="bad")
+
+
+def test_file_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("kp_scale: 9\n")
+    with pytest.raises(ProfileError, match=r"broken\.yaml: kp_scale"):
+        load_profile(path)
+    path.write_text("- a list\n")
+    with pytest.raises(ProfileError, match="must be a YAML mapping"):
+        load_profile(path)
+
+
+def test_unknown_profile_lists_the_shipped_ones() -> None:
+    with pytest.raises(ProfileError, match=r"no shipped dynamics profile 'nope'; shipped: \[.*'nominal'"):
+        load_profile("nope")
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_profile("/nonexistent/x.yaml")
