@@ -13,10 +13,12 @@ def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     aw, ax, ay, az = np.moveaxis(a, -1, 0)
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
     return np.stack(
-        (aw * bw - ax * bx - ay * by - az * bz,
-         aw * bx + ax * bw + ay * bz - az * by,
-         aw * by - ax * bz + ay * bw + az * bx,
-         aw * bz + ax * by - ay * bx + az * bw),
+        (
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ),
         axis=-1,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import numpy as np
+
 from asap_core import g1
 
 POLICY_JOINTS: tuple[str, ...] = g1.names("asap23")
@@ -16,13 +17,29 @@ POLICY_JOINTS: tuple[str, ...] = g1.names("asap23")
 
 RIGID_BODIES: tuple[str, ...] = (
     "pelvis",
-    "left_hip_pitch_link", "left_hip_roll_link", "left_hip_yaw_link", "left_knee_link",
-    "left_ankle_pitch_link", "left_ankle_roll_link",
-    "right_hip_pitch_link", "right_hip_roll_link", "right_hip_yaw_link", "right_knee_link",
-    "right_ankle_pitch_link", "right_ankle_roll_link",
-    "waist_yaw_link", "waist_roll_link", "torso_link",
-    "left_shoulder_pitch_link", "left_shoulder_roll_link", "left_shoulder_yaw_link", "left_elbow_link",
-    "right_shoulder_pitch_link", "right_shoulder_roll_link", "right_shoulder_yaw_link", "right_elbow_link",
+    "left_hip_pitch_link",
+    "left_hip_roll_link",
+    "left_hip_yaw_link",
+    "left_knee_link",
+    "left_ankle_pitch_link",
+    "left_ankle_roll_link",
+    "right_hip_pitch_link",
+    "right_hip_roll_link",
+    "right_hip_yaw_link",
+    "right_knee_link",
+    "right_ankle_pitch_link",
+    "right_ankle_roll_link",
+    "waist_yaw_link",
+    "waist_roll_link",
+    "torso_link",
+    "left_shoulder_pitch_link",
+    "left_shoulder_roll_link",
+    "left_shoulder_yaw_link",
+    "left_elbow_link",
+    "right_shoulder_pitch_link",
+    "right_shoulder_roll_link",
+    "right_shoulder_yaw_link",
+    "right_elbow_link",
 )
 """ASAP's 24 rigid bodies of the 23-DoF G1, in its (depth-first) order."""
 

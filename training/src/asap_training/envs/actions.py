@@ -36,8 +36,9 @@ def resolve(target: str) -> object:
         raise ValueError(f"cannot resolve {target!r}: {err}") from None
 
 
-def joint_targets(action: np.ndarray, delta: np.ndarray | None, default_q: np.ndarray,
-                  scale: float) -> np.ndarray:
+def joint_targets(
+    action: np.ndarray, delta: np.ndarray | None, default_q: np.ndarray, scale: float
+) -> np.ndarray:
     """``q* = q_default + scale·(a + Δa)``: the one place the action scale is applied."""
     a = action if delta is None else action + delta
     return default_q + scale * a

@@ -11,13 +11,13 @@ import dataclasses
 from types import ModuleType
 
 import numpy as np
+
 from asap_core import g1
 from asap_core.joint_map import JointMap
 from asap_core.observation import ObservationBuilder, ObsInputs, asap_actor_spec, compute_terms
 from asap_sim.model import build_model
 from asap_sim.motor import MotorCommand, MotorParams, latency_steps
 from asap_sim.profiles import load_profile
-
 from asap_training import quat
 from asap_training.envs import actions as action_path
 from asap_training.envs.config import TrackingEnvCfg
@@ -31,8 +31,13 @@ def _resolve_terms(module: ModuleType, names: dict[str, str]) -> dict[str, objec
     out = {}
     for key, func in names.items():
         if not callable(getattr(module, func, None)) or func.startswith("_"):
-            known = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))
-                           and getattr(getattr(module, n), "__module__", "") == module.__name__)
+            known = sorted(
+                n
+                for n in dir(module)
+                if not n.startswith("_")
+                and callable(getattr(module, n))
+                and getattr(getattr(module, n), "__module__", "") == module.__name__
+            )
             raise ValueError(f"{key}: no term {func!r} in {module.__name__}; known: {known}")
         out[key] = getattr(module, func)
     return out
@@ -54,13 +59,17 @@ class TrackingEnv:
         if self.motions.joint_names != tuple(cfg.joint_names):
             raise ValueError("the motion library's joints differ from the env's policy joints")
         self.sim = action_path.resolve(cfg.simulator)(
-            models, n, self._motor_params(np.ones((n, g1.NUM_MOTORS))),
-            latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt))
+            models,
+            n,
+            self._motor_params(np.ones((n, g1.NUM_MOTORS))),
+            latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
+        )
         self._setup_joints()
         self._setup_terms()
         self.num_actions = len(cfg.joint_names)
-        self.max_delay = self._delay_steps(cfg.domain_rand.delay_ms_range[1]) if cfg.domain_rand.delay_ms_range \
-            else 0
+        self.max_delay = (
+            self._delay_steps(cfg.domain_rand.delay_ms_range[1]) if cfg.domain_rand.delay_ms_range else 0
+        )
         self._queue = np.zeros((n, self.max_delay + 1, self.num_actions))
         self.delay = np.zeros(n, dtype=np.intp)
         self.action = np.zeros((n, self.num_actions))
@@ -85,8 +94,12 @@ class TrackingEnv:
         if dr.friction_range is None:
             return [build_model(self.profile, timestep=self.cfg.physics_dt)]
         frictions = np.linspace(*dr.friction_range, dr.friction_variants)
-        return [build_model(dataclasses.replace(self.profile, ground_friction=float(f)),
-                            timestep=self.cfg.physics_dt) for f in frictions]
+        return [
+            build_model(
+                dataclasses.replace(self.profile, ground_friction=float(f)), timestep=self.cfg.physics_dt
+            )
+            for f in frictions
+        ]
 
     def _motor_params(self, kp_scale: np.ndarray) -> MotorParams:
         p = MotorParams.from_profile(self.profile)
@@ -128,7 +141,7 @@ class TrackingEnv:
 
     # --- state views the terms read --------------------------------------------------------------------
     @property
-    def state(self):  # noqa: ANN201 - SimState of the backend
+    def state(self):
         """The simulator's batched state."""
         return self.sim.state
 
@@ -147,11 +160,13 @@ class TrackingEnv:
         arm = quat.rotate(parent_q, self._ext_offset)
         ang = s.body_ang_vel_w[:, self._ext_parent]
         self.points = MotionState(
-            dof_pos=self.q, dof_vel=self.dq,
+            dof_pos=self.q,
+            dof_vel=self.dq,
             pos_w=np.concatenate((s.body_pos_w, s.body_pos_w[:, self._ext_parent] + arm), axis=1),
             quat_w=np.concatenate((s.body_quat_w, parent_q), axis=1),
-            lin_vel_w=np.concatenate((s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent]
-                                      + np.cross(ang, arm)), axis=1),
+            lin_vel_w=np.concatenate(
+                (s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent] + np.cross(ang, arm)), axis=1
+            ),
             ang_vel_w=np.concatenate((s.body_ang_vel_w, ang), axis=1),
         )
         self.ref = self.motions.sample(self.motion_ids, self.motion_time_s)
@@ -167,8 +182,9 @@ class TrackingEnv:
         applied = self._queue[np.arange(self.num_envs), self.delay]
         delta = self.delta_source(self, applied) if self.delta_source else None
         q_target = action_path.joint_targets(applied, delta, self.default_q, self.cfg.actions.scale)
-        cmd = MotorCommand.position(self.joint_map.apply(q_target, fill=self.default_q_motor),
-                                    self.kp_motor, self.kd_motor)
+        cmd = MotorCommand.position(
+            self.joint_map.apply(q_target, fill=self.default_q_motor), self.kp_motor, self.kd_motor
+        )
         self.sim.step(cmd, self.cfg.decimation)
         self.episode_step += 1
         self._push()
@@ -214,8 +230,11 @@ class TrackingEnv:
 
     def curriculum_state(self) -> dict[str, float]:
         """What a checkpoint must carry for a resumed run to continue the curricula."""
-        return {"penalty_scale": self.penalty_scale, "far_threshold": self.far_threshold,
-                "avg_episode_length": self.avg_episode_length}
+        return {
+            "penalty_scale": self.penalty_scale,
+            "far_threshold": self.far_threshold,
+            "avg_episode_length": self.avg_episode_length,
+        }
 
     def set_curriculum_state(self, state: dict[str, float]) -> None:
         """Restore :meth:`curriculum_state`."""
@@ -224,9 +243,11 @@ class TrackingEnv:
         self.avg_episode_length = float(state["avg_episode_length"])
 
     def _log(self) -> dict[str, float]:
-        return {"Curriculum/penalty_scale": self.penalty_scale,
-                "Curriculum/far_threshold": self.far_threshold,
-                "Curriculum/avg_episode_length": self.avg_episode_length}
+        return {
+            "Curriculum/penalty_scale": self.penalty_scale,
+            "Curriculum/far_threshold": self.far_threshold,
+            "Curriculum/avg_episode_length": self.avg_episode_length,
+        }
 
     def reset(self, env_ids: np.ndarray) -> None:
         """Reference-state init: random motion and start time, state copied from the reference."""
@@ -235,7 +256,9 @@ class TrackingEnv:
         self._update_curricula(env_ids)
         self._log_episode_sums(env_ids)
         m = self.rng.integers(0, self.motions.num_motions, env_ids.size)
-        start = self.rng.uniform(0.0, self.motions.duration_s[m])
+        start = (
+            self.rng.uniform(0.0, self.motions.duration_s[m]) if self.cfg.random_start else np.zeros(m.size)
+        )
         self.motion_ids[env_ids], self.motion_start_s[env_ids] = m, start
         self.episode_step[env_ids] = 0
         self._randomize(env_ids)
@@ -247,9 +270,15 @@ class TrackingEnv:
             root_pos += self.rng.normal(0, 0.05 * level, root_pos.shape)
             dof += self.rng.normal(0, 0.1 * level, dof.shape)
             dof_vel += self.rng.normal(0, 0.15 * level, dof_vel.shape)
-        self.sim.reset(env_ids, root_pos, root_quat, ref.lin_vel_w[:, 0], ref.ang_vel_w[:, 0],
-                       self.joint_map.apply(dof, fill=self.default_q_motor),
-                       self.joint_map.apply(dof_vel, fill=0.0))
+        self.sim.reset(
+            env_ids,
+            root_pos,
+            root_quat,
+            ref.lin_vel_w[:, 0],
+            ref.ang_vel_w[:, 0],
+            self.joint_map.apply(dof, fill=self.default_q_motor),
+            self.joint_map.apply(dof_vel, fill=0.0),
+        )
         mask = np.zeros(self.num_envs, dtype=bool)
         mask[env_ids] = True
         self._actor.reset(mask)
@@ -277,8 +306,9 @@ class TrackingEnv:
         finished = self.episode_step[env_ids]
         finished = finished[finished > 0]
         for length in finished:
-            self.avg_episode_length += cur.ema * (length - self.avg_episode_length) if self.avg_episode_length \
-                else float(length)
+            self.avg_episode_length += (
+                cur.ema * (length - self.avg_episode_length) if self.avg_episode_length else float(length)
+            )
         k = finished.size
         if k == 0:
             return
@@ -305,8 +335,15 @@ class TrackingEnv:
     def obs_inputs(self) -> ObsInputs:
         """The deploy observation inputs for the current state (what the policy node would see)."""
         s = self.state
-        return ObsInputs(q=self.q, dq=self.dq, quat_wxyz=s.root_quat_w, gyro_b=s.root_ang_vel_b,
-                         last_action=self.action, phase=self.phase, default_q=self.default_q)
+        return ObsInputs(
+            q=self.q,
+            dq=self.dq,
+            quat_wxyz=s.root_quat_w,
+            gyro_b=s.root_ang_vel_b,
+            last_action=self.action,
+            phase=self.phase,
+            default_q=self.default_q,
+        )
 
     def observations(self) -> dict[str, np.ndarray]:
         """``actor`` (ASAP 380-dim, noisy) and ``critic`` (noise-free actor terms + privileged terms)."""
@@ -315,6 +352,8 @@ class TrackingEnv:
         for name, width in self.cfg.observations.noise.items():
             noisy[name] = values[name] + self.rng.uniform(-width, width, values[name].shape)
         actor = self._actor.build_from_values(noisy)
-        privileged = [self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()]
+        privileged = [
+            self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
+        ]
         critic = np.concatenate([self._critic_hist.build_from_values(values), *privileged], axis=1)
         return {"actor": actor.astype(np.float32), "critic": critic.astype(np.float32)}

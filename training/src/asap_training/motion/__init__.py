@@ -29,16 +29,29 @@ def load_clips(names_or_paths: Sequence[str], kin: G1Kinematics) -> list[MotionC
         elif (CLIP_DIR / f"{item}.npz").is_file():
             clips.append(load_clip(CLIP_DIR / f"{item}.npz"))
         else:
-            raise FileNotFoundError(f"no shipped clip {item!r} (shipped: {list(shipped_clips())}); "
-                                    "or pass a path to a .pkl/.npz/.csv motion")
+            raise FileNotFoundError(
+                f"no shipped clip {item!r} (shipped: {list(shipped_clips())}); "
+                "or pass a path to a .pkl/.npz/.csv motion"
+            )
     return clips
 
 
-def build_library(names_or_paths: Sequence[str], kin: G1Kinematics,
-                  joint_names: Sequence[str]) -> MotionLibrary:
+def build_library(
+    names_or_paths: Sequence[str], kin: G1Kinematics, joint_names: Sequence[str]
+) -> MotionLibrary:
     """Load, FK and concatenate motions for the given policy joints."""
     return MotionLibrary([reference_from_clip(c, kin, joint_names) for c in load_clips(names_or_paths, kin)])
 
 
-__all__ = ["CLIP_DIR", "G1Kinematics", "MotionClip", "MotionLibrary", "MotionState", "ReferenceMotion",
-           "build_library", "load_clips", "reference_from_clip", "shipped_clips"]
+__all__ = [
+    "CLIP_DIR",
+    "G1Kinematics",
+    "MotionClip",
+    "MotionLibrary",
+    "MotionState",
+    "ReferenceMotion",
+    "build_library",
+    "load_clips",
+    "reference_from_clip",
+    "shipped_clips",
+]

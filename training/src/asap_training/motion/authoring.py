@@ -20,9 +20,9 @@ from types import MappingProxyType
 
 import mujoco
 import numpy as np
+
 from asap_core import g1
 from asap_sim.model import build_model, standing_base_height
-
 from asap_training import quat
 from asap_training.motion.clip import MotionClip
 from asap_training.motion.formats import save_clip
@@ -98,9 +98,15 @@ class ClipAuthor:
         mujoco.mj_kinematics(self.model, self.data)
         mujoco.mj_comPos(self.model, self.data)
 
-    def solve_legs(self, q: np.ndarray, feet_pos: np.ndarray, feet_quat: np.ndarray,
-                   iterations: int = 60, damping: float = 1e-3) -> tuple[np.ndarray, float]:
-        """Damped least squares on both feet (6-D each) over the 12 leg joints; returns (qpos, error m/rad)."""
+    def solve_legs(
+        self,
+        q: np.ndarray,
+        feet_pos: np.ndarray,
+        feet_quat: np.ndarray,
+        iterations: int = 60,
+        damping: float = 1e-3,
+    ) -> tuple[np.ndarray, float]:
+        """Damped least squares on both feet (6-D each) over the 12 leg joints → (qpos, max error)."""
         jacp, jacr = np.zeros((3, self.model.nv)), np.zeros((3, self.model.nv))
         err = np.inf
         for _ in range(iterations):
@@ -109,8 +115,10 @@ class ClipAuthor:
             for k, b in enumerate(self.feet):
                 mujoco.mj_jacBody(self.model, self.data, jacp, jacr, b)
                 rows += [jacp[:, self.leg_dofs].copy(), jacr[:, self.leg_dofs].copy()]
-                errs += [feet_pos[k] - self.data.xpos[b],
-                         quat.to_rotvec(quat.mul(feet_quat[k], quat.conj(self.data.xquat[b])))]
+                errs += [
+                    feet_pos[k] - self.data.xpos[b],
+                    quat.to_rotvec(quat.mul(feet_quat[k], quat.conj(self.data.xquat[b]))),
+                ]
             jac, e = np.vstack(rows), np.concatenate(errs)
             err = float(np.abs(e).max())
             if err < 1e-6:
@@ -130,82 +138,111 @@ class ClipAuthor:
             q[3:7] = _rpy_quat(_ease(keys, t, lambda k: k.pelvis_rpy))
             upper = _ease(keys, t, lambda k: [k.joints.get(n, self.default[n]) for n in self.upper])
             q[self.kin.qpos_indices(self.upper)] = upper
-            feet = self.stand_feet + np.stack([_ease(keys, t, lambda k: k.left_foot),
-                                               _ease(keys, t, lambda k: k.right_foot)])
+            feet = self.stand_feet + np.stack(
+                [_ease(keys, t, lambda k: k.left_foot), _ease(keys, t, lambda k: k.right_foot)]
+            )
             q, err = self.solve_legs(q, feet, self.stand_feet_quat)
             if err > max_ik_error:
                 raise ValueError(f"clip {name!r}: feet unreachable at t={t:.2f} s (IK error {err:.4f})")
             root_pos.append(q[:3].copy())
             root_quat.append(q[3:7].copy())
             joint_pos.append(q[self.kin.qpos_indices(g1.names("asap23"))].copy())
-        return MotionClip(name, self.fps, np.array(root_pos), np.array(root_quat), g1.names("asap23"),
-                          np.array(joint_pos))
+        return MotionClip(
+            name, self.fps, np.array(root_pos), np.array(root_quat), g1.names("asap23"), np.array(joint_pos)
+        )
 
 
 def _arms(l_pitch: float, r_pitch: float, roll: float = 0.2, elbow: float = 0.6) -> dict[str, float]:
-    return {"left_shoulder_pitch_joint": l_pitch, "right_shoulder_pitch_joint": r_pitch,
-            "left_shoulder_roll_joint": roll, "right_shoulder_roll_joint": -roll,
-            "left_elbow_joint": elbow, "right_elbow_joint": elbow}
+    return {
+        "left_shoulder_pitch_joint": l_pitch,
+        "right_shoulder_pitch_joint": r_pitch,
+        "left_shoulder_roll_joint": roll,
+        "right_shoulder_roll_joint": -roll,
+        "left_elbow_joint": elbow,
+        "right_elbow_joint": elbow,
+    }
 
 
 _REST = _arms(0.2, 0.2)
-CLIPS: Mapping[str, tuple[Keyframe, ...]] = MappingProxyType({
-    # Knees bend ~10 cm with the arms raised forward for balance, twice.
-    "squat": (
-        Keyframe(0.0, joints=_REST), Keyframe(1.0, joints=_REST),
-        Keyframe(2.2, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
-        Keyframe(2.8, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
-        Keyframe(4.0, joints=_REST),
-        Keyframe(5.2, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
-        Keyframe(5.8, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
-        Keyframe(7.0, joints=_REST), Keyframe(8.0, joints=_REST),
-    ),
-    # Arms swing in opposition while the weight shifts side to side; feet stay planted.
-    "arm_swing": (
-        Keyframe(0.0, joints=_REST),
-        Keyframe(1.0, pelvis=(0, 0.04, 0), joints=_arms(-0.5, 0.7) | {"waist_yaw_joint": 0.15}),
-        Keyframe(2.0, pelvis=(0, -0.04, 0), joints=_arms(0.7, -0.5) | {"waist_yaw_joint": -0.15}),
-        Keyframe(3.0, pelvis=(0, 0.04, 0), joints=_arms(-0.5, 0.7) | {"waist_yaw_joint": 0.15}),
-        Keyframe(4.0, pelvis=(0, -0.04, 0), joints=_arms(0.7, -0.5) | {"waist_yaw_joint": -0.15}),
-        Keyframe(5.0, pelvis=(0, 0.04, 0), joints=_arms(-0.5, 0.7) | {"waist_yaw_joint": 0.15}),
-        Keyframe(6.0, joints=_REST), Keyframe(7.0, joints=_REST),
-    ),
-    # Step 8 cm to the left and bring the other foot: weight onto the stance foot, lift, place, re-centre.
-    "side_step": (
-        Keyframe(0.0, joints=_REST),
-        Keyframe(1.0, pelvis=(0, -0.04, -0.01), joints=_REST),
-        Keyframe(1.6, pelvis=(0, -0.04, -0.01), left_foot=(0, 0.04, 0.05), joints=_arms(0.2, 0.2, 0.4)),
-        Keyframe(2.2, pelvis=(0, -0.03, -0.01), left_foot=(0, 0.08, 0), joints=_REST),
-        Keyframe(3.2, pelvis=(0, 0.12, -0.01), left_foot=(0, 0.08, 0), joints=_REST),
-        Keyframe(3.8, pelvis=(0, 0.12, -0.01), left_foot=(0, 0.08, 0), right_foot=(0, 0.04, 0.05),
-                 joints=_arms(0.2, 0.2, 0.4)),
-        Keyframe(4.4, pelvis=(0, 0.11, -0.01), left_foot=(0, 0.08, 0), right_foot=(0, 0.08, 0),
-                 joints=_REST),
-        Keyframe(5.4, pelvis=(0, 0.08, 0), left_foot=(0, 0.08, 0), right_foot=(0, 0.08, 0), joints=_REST),
-    ),
-    # A slow front kick with the right leg from a left-leg stance.
-    "kick": (
-        Keyframe(0.0, joints=_REST),
-        Keyframe(1.2, pelvis=(0, 0.07, -0.02), joints=_arms(0.2, 0.2, 0.4)),
-        Keyframe(2.0, pelvis=(-0.01, 0.07, -0.03), right_foot=(0.05, 0.0, 0.10), joints=_arms(0.0, 0.4, 0.4)),
-        Keyframe(2.5, pelvis=(-0.02, 0.07, -0.03), right_foot=(0.25, 0.0, 0.15),
-                 joints=_arms(0.4, -0.3, 0.4)),
-        Keyframe(3.1, pelvis=(-0.01, 0.07, -0.03), right_foot=(0.05, 0.0, 0.08), joints=_arms(0.2, 0.2, 0.4)),
-        Keyframe(3.8, pelvis=(0, 0.07, -0.02), joints=_REST),
-        Keyframe(5.0, joints=_REST),
-    ),
-})
+CLIPS: Mapping[str, tuple[Keyframe, ...]] = MappingProxyType(
+    {
+        # Knees bend ~10 cm with the arms raised forward for balance, twice.
+        "squat": (
+            Keyframe(0.0, joints=_REST),
+            Keyframe(1.0, joints=_REST),
+            Keyframe(2.2, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
+            Keyframe(2.8, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
+            Keyframe(4.0, joints=_REST),
+            Keyframe(5.2, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
+            Keyframe(5.8, pelvis=(-0.02, 0, -0.10), joints=_arms(-0.6, -0.6, 0.1, 0.4)),
+            Keyframe(7.0, joints=_REST),
+            Keyframe(8.0, joints=_REST),
+        ),
+        # Arms swing in opposition while the weight shifts side to side; feet stay planted.
+        "arm_swing": (
+            Keyframe(0.0, joints=_REST),
+            Keyframe(1.0, pelvis=(0, 0.04, 0), joints=_arms(-0.5, 0.7) | {"waist_yaw_joint": 0.15}),
+            Keyframe(2.0, pelvis=(0, -0.04, 0), joints=_arms(0.7, -0.5) | {"waist_yaw_joint": -0.15}),
+            Keyframe(3.0, pelvis=(0, 0.04, 0), joints=_arms(-0.5, 0.7) | {"waist_yaw_joint": 0.15}),
+            Keyframe(4.0, pelvis=(0, -0.04, 0), joints=_arms(0.7, -0.5) | {"waist_yaw_joint": -0.15}),
+            Keyframe(5.0, pelvis=(0, 0.04, 0), joints=_arms(-0.5, 0.7) | {"waist_yaw_joint": 0.15}),
+            Keyframe(6.0, joints=_REST),
+            Keyframe(7.0, joints=_REST),
+        ),
+        # Step 8 cm to the left and bring the other foot: weight onto the stance foot, lift, place, re-centre.
+        "side_step": (
+            Keyframe(0.0, joints=_REST),
+            Keyframe(1.0, pelvis=(0, -0.04, -0.01), joints=_REST),
+            Keyframe(1.6, pelvis=(0, -0.04, -0.01), left_foot=(0, 0.04, 0.05), joints=_arms(0.2, 0.2, 0.4)),
+            Keyframe(2.2, pelvis=(0, -0.03, -0.01), left_foot=(0, 0.08, 0), joints=_REST),
+            Keyframe(3.2, pelvis=(0, 0.12, -0.01), left_foot=(0, 0.08, 0), joints=_REST),
+            Keyframe(
+                3.8,
+                pelvis=(0, 0.12, -0.01),
+                left_foot=(0, 0.08, 0),
+                right_foot=(0, 0.04, 0.05),
+                joints=_arms(0.2, 0.2, 0.4),
+            ),
+            Keyframe(
+                4.4, pelvis=(0, 0.11, -0.01), left_foot=(0, 0.08, 0), right_foot=(0, 0.08, 0), joints=_REST
+            ),
+            Keyframe(5.4, pelvis=(0, 0.08, 0), left_foot=(0, 0.08, 0), right_foot=(0, 0.08, 0), joints=_REST),
+        ),
+        # A slow front kick with the right leg from a left-leg stance.
+        "kick": (
+            Keyframe(0.0, joints=_REST),
+            Keyframe(1.2, pelvis=(0, 0.07, -0.02), joints=_arms(0.2, 0.2, 0.4)),
+            Keyframe(
+                2.0, pelvis=(-0.01, 0.07, -0.03), right_foot=(0.05, 0.0, 0.10), joints=_arms(0.0, 0.4, 0.4)
+            ),
+            Keyframe(
+                2.5, pelvis=(-0.02, 0.07, -0.03), right_foot=(0.25, 0.0, 0.15), joints=_arms(0.4, -0.3, 0.4)
+            ),
+            Keyframe(
+                3.1, pelvis=(-0.01, 0.07, -0.03), right_foot=(0.05, 0.0, 0.08), joints=_arms(0.2, 0.2, 0.4)
+            ),
+            Keyframe(3.8, pelvis=(0, 0.07, -0.02), joints=_REST),
+            Keyframe(5.0, joints=_REST),
+        ),
+    }
+)
 """The clips the package ships."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``asap-author``: regenerate the shipped clips (or some of them) as ``.npz``."""
-    parser = argparse.ArgumentParser(prog="asap-author", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clip", action="append", choices=sorted(CLIPS),
-                        help="clip to author (repeatable; default: all)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "clips",
-                        help="output folder (default: the package's clips folder)")
+    parser = argparse.ArgumentParser(
+        prog="asap-author", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--clip", action="append", choices=sorted(CLIPS), help="clip to author (repeatable; default: all)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "clips",
+        help="output folder (default: the package's clips folder)",
+    )
     parser.add_argument("--fps", type=float, default=50.0, help="frame rate of the written clips")
     args = parser.parse_args(argv)
     author = ClipAuthor(build_model(timestep=0.005), args.fps)

@@ -27,11 +27,15 @@ class MotionClip:
     def __post_init__(self) -> None:
         t = self.root_pos_w.shape[0]
         if self.root_pos_w.shape != (t, 3) or self.root_quat_w.shape != (t, 4):
-            raise ValueError(f"clip {self.name!r}: root arrays must be (T,3) and (T,4), got "
-                             f"{self.root_pos_w.shape} and {self.root_quat_w.shape}")
+            raise ValueError(
+                f"clip {self.name!r}: root arrays must be (T,3) and (T,4), got "
+                f"{self.root_pos_w.shape} and {self.root_quat_w.shape}"
+            )
         if self.joint_pos.shape != (t, len(self.joint_names)):
-            raise ValueError(f"clip {self.name!r}: joint_pos {self.joint_pos.shape} does not match "
-                             f"{t} frames x {len(self.joint_names)} joints")
+            raise ValueError(
+                f"clip {self.name!r}: joint_pos {self.joint_pos.shape} does not match "
+                f"{t} frames x {len(self.joint_names)} joints"
+            )
         if t < 2 or self.fps <= 0:
             raise ValueError(f"clip {self.name!r}: needs >= 2 frames and fps > 0 (got {t}, {self.fps})")
 

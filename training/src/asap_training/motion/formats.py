@@ -1,11 +1,12 @@
 """Loaders for the motion formats users have, and the package's own ``.npz`` clip format.
 
-| format | file | joints | quaternion |
-|---|---|---|---|
-| ASAP / PHC | joblib ``.pkl``: ``{clip: {root_trans_offset, pose_aa, fps, [action]}}`` | ``pose_aa[:, 1:24]`` = axis·angle, asap23 order | root from ``pose_aa[:, 0]`` (rotation vector) |
-| BeyondMimic / mjlab | ``.npz``: ``fps, joint_pos, body_pos_w, body_quat_w, ...`` | model order (name it) | wxyz |
-| Unitree LAFAN1 retargeting | ``.csv`` rows ``x y z qx qy qz qw`` + 29 joints | motor order | xyzw |
-| asap (this package) | ``.npz``: ``name, fps, root_pos_w, root_quat_w, joint_names, joint_pos, [action]`` | by name | wxyz |
+- ASAP / PHC: joblib ``.pkl`` ``{clip: {root_trans_offset, pose_aa, fps, [action]}}``; joints are
+  ``pose_aa[:, 1:24]`` (axis·angle, asap23 order), the root orientation ``pose_aa[:, 0]`` (rotation vector).
+- BeyondMimic / mjlab: ``.npz`` with ``fps, joint_pos, body_pos_w, body_quat_w, ...``; joints in the
+  training robot's order (name it), quaternions wxyz.
+- Unitree LAFAN1 retargeting: ``.csv`` rows ``x y z qx qy qz qw`` + 29 joints in motor order.
+- asap (this package): ``.npz`` with ``name, fps, root_pos_w, root_quat_w, joint_names, joint_pos,
+  [action]``; joints by name, quaternions wxyz.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-from asap_core import g1
 
+from asap_core import g1
 from asap_training import quat
 from asap_training.motion.clip import MotionClip
 from asap_training.motion.safe_pickle import safe_load
@@ -45,18 +46,22 @@ def load_asap_pkl(path: str | Path, joint_axes: Mapping[str, np.ndarray]) -> lis
             raise MotionFormatError(f"{path}: clip {key!r} lacks {sorted(missing)}")
         pose_aa = np.asarray(c["pose_aa"], dtype=np.float64)
         if pose_aa.ndim != 3 or pose_aa.shape[1] < 1 + len(names):
-            raise MotionFormatError(f"{path}: clip {key!r} pose_aa has shape {pose_aa.shape}, "
-                                    f"expected (T, >= {1 + len(names)}, 3)")
+            raise MotionFormatError(
+                f"{path}: clip {key!r} pose_aa has shape {pose_aa.shape}, "
+                f"expected (T, >= {1 + len(names)}, 3)"
+            )
         action = c.get("action")
-        clips.append(MotionClip(
-            name=str(key),
-            fps=float(c["fps"]),
-            root_pos_w=np.asarray(c["root_trans_offset"], dtype=np.float64),
-            root_quat_w=quat.from_rotvec(pose_aa[:, 0]),
-            joint_names=names,
-            joint_pos=np.einsum("tjk,jk->tj", pose_aa[:, 1:1 + len(names)], axes),
-            action=None if action is None else np.asarray(action, dtype=np.float64),
-        ))
+        clips.append(
+            MotionClip(
+                name=str(key),
+                fps=float(c["fps"]),
+                root_pos_w=np.asarray(c["root_trans_offset"], dtype=np.float64),
+                root_quat_w=quat.from_rotvec(pose_aa[:, 0]),
+                joint_names=names,
+                joint_pos=np.einsum("tjk,jk->tj", pose_aa[:, 1 : 1 + len(names)], axes),
+                action=None if action is None else np.asarray(action, dtype=np.float64),
+            )
+        )
     return clips
 
 
@@ -73,8 +78,10 @@ def load_beyondmimic_npz(path: str | Path, joint_names: tuple[str, ...] | None =
         joint_pos = np.asarray(z["joint_pos"], dtype=np.float64)
         names = tuple(joint_names) if joint_names is not None else g1.names("isaaclab")
         if joint_pos.shape[1] != len(names):
-            raise MotionFormatError(f"{path}: {joint_pos.shape[1]} joint columns but {len(names)} joint "
-                                    "names; pass joint_names for this file's robot")
+            raise MotionFormatError(
+                f"{path}: {joint_pos.shape[1]} joint columns but {len(names)} joint "
+                "names; pass joint_names for this file's robot"
+            )
         return MotionClip(
             name=Path(path).stem,
             fps=float(np.asarray(z["fps"]).reshape(-1)[0]),
@@ -86,12 +93,14 @@ def load_beyondmimic_npz(path: str | Path, joint_names: tuple[str, ...] | None =
 
 
 def load_lafan_csv(path: str | Path, fps: float = 30.0) -> MotionClip:
-    """A Unitree LAFAN1-retargeting G1 ``.csv``: per row root xyz, root quaternion xyzw, 29 joints (motor order)."""
+    """A Unitree LAFAN1-retargeting G1 ``.csv``: rows of root xyz, quaternion xyzw, 29 motor-order joints."""
     rows = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
     names = g1.names("motor")
     if rows.shape[1] != 7 + len(names):
-        raise MotionFormatError(f"{path}: {rows.shape[1]} columns, expected {7 + len(names)} "
-                                "(root xyz, quaternion xyzw, 29 joints)")
+        raise MotionFormatError(
+            f"{path}: {rows.shape[1]} columns, expected {7 + len(names)} "
+            "(root xyz, quaternion xyzw, 29 joints)"
+        )
     return MotionClip(
         name=Path(path).stem,
         fps=fps,
@@ -135,8 +144,9 @@ def load_clip(path: str | Path) -> MotionClip:
         )
 
 
-def load_motion(path: str | Path, joint_axes: Mapping[str, np.ndarray],
-                npz_joint_names: tuple[str, ...] | None = None) -> list[MotionClip]:
+def load_motion(
+    path: str | Path, joint_axes: Mapping[str, np.ndarray], npz_joint_names: tuple[str, ...] | None = None
+) -> list[MotionClip]:
     """Load any supported file by its extension (and, for ``.npz``, its keys)."""
     path = Path(path)
     suffix = path.suffix.lower()

@@ -27,8 +27,9 @@ class G1Kinematics:
         self.model = model
         self._data = mujoco.MjData(model)
         self.body_ids = np.array([_id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in RIGID_BODIES])
-        self.ext_parent_ids = np.array([_id(model, mujoco.mjtObj.mjOBJ_BODY, p)
-                                        for p, _ in EXTENDED_POINTS.values()])
+        self.ext_parent_ids = np.array(
+            [_id(model, mujoco.mjtObj.mjOBJ_BODY, p) for p, _ in EXTENDED_POINTS.values()]
+        )
         self.ext_offsets = np.array([off for _, off in EXTENDED_POINTS.values()], dtype=np.float64)
         hinges = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         self.joint_names: tuple[str, ...] = tuple(model.joint(j).name for j in hinges)
@@ -53,8 +54,8 @@ class G1Kinematics:
     def qpos(self, clip: MotionClip) -> np.ndarray:
         """(T, nq) generalized positions of a clip; joints it lacks stay at 0."""
         q = np.zeros((clip.num_frames, self.model.nq))
-        q[:, self._root_adr:self._root_adr + 3] = clip.root_pos_w
-        q[:, self._root_adr + 3:self._root_adr + 7] = clip.root_quat_w
+        q[:, self._root_adr : self._root_adr + 3] = clip.root_pos_w
+        q[:, self._root_adr + 3 : self._root_adr + 7] = clip.root_quat_w
         q[:, self.qpos_indices(clip.joint_names)] = clip.joint_pos
         return q
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from asap_core.joint_map import JointMap
 from scipy.ndimage import gaussian_filter1d
 
+from asap_core.joint_map import JointMap
 from asap_training import quat
 from asap_training.motion.clip import MotionClip
 from asap_training.motion.kinematics import G1Kinematics
@@ -55,8 +55,9 @@ class ReferenceMotion:
         return (self.num_frames - 1) / self.fps
 
 
-def reference_from_clip(clip: MotionClip, kin: G1Kinematics, joint_names: Sequence[str],
-                        smooth_frames: float = 2.0) -> ReferenceMotion:
+def reference_from_clip(
+    clip: MotionClip, kin: G1Kinematics, joint_names: Sequence[str], smooth_frames: float = 2.0
+) -> ReferenceMotion:
     """FK a clip and derive velocities as ASAP's motion library does.
 
     Point velocities are finite differences smoothed by a Gaussian of ``smooth_frames`` frames (ASAP: σ = 2),
@@ -72,7 +73,8 @@ def reference_from_clip(clip: MotionClip, kin: G1Kinematics, joint_names: Sequen
     # Target joints the clip lacks take 0 (ASAP's wrists); clip joints outside the policy are ignored.
     shared = [n for n in clip.joint_names if n in joint_names]
     dof = JointMap.from_names(shared, tuple(joint_names)).apply(
-        clip.joint_pos[:, [clip.joint_names.index(n) for n in shared]])
+        clip.joint_pos[:, [clip.joint_names.index(n) for n in shared]]
+    )
     dof_vel = np.gradient(dof, dt, axis=0)
     return ReferenceMotion(clip.name, clip.fps, tuple(joint_names), dof, dof_vel, pos, rot, lin, ang)
 
@@ -120,7 +122,10 @@ class MotionLibrary:
             return (1.0 - wb) * a[i0] + wb * a[i1]
 
         return MotionState(
-            dof_pos=lerp(self._dof_pos), dof_vel=lerp(self._dof_vel),
-            pos_w=lerp(self._pos), quat_w=quat.slerp(self._quat[i0], self._quat[i1], w[:, None]),
-            lin_vel_w=lerp(self._lin), ang_vel_w=lerp(self._ang),
+            dof_pos=lerp(self._dof_pos),
+            dof_vel=lerp(self._dof_vel),
+            pos_w=lerp(self._pos),
+            quat_w=quat.slerp(self._quat[i0], self._quat[i1], w[:, None]),
+            lin_vel_w=lerp(self._lin),
+            ang_vel_w=lerp(self._ang),
         )

@@ -33,22 +33,39 @@ class PpoCfg:
 
     def to_rsl_rl(self) -> dict[str, Any]:
         """The ``train_cfg`` dict of ``rsl_rl.runners.OnPolicyRunner``."""
-        model = {"class_name": "MLPModel", "hidden_dims": list(self.hidden_dims),
-                 "activation": self.activation, "obs_normalization": self.obs_normalization}
+        model = {
+            "class_name": "MLPModel",
+            "hidden_dims": list(self.hidden_dims),
+            "activation": self.activation,
+            "obs_normalization": self.obs_normalization,
+        }
         return {
             "num_steps_per_env": self.num_steps_per_env,
             "save_interval": self.save_interval,
             "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
             "logger": "tensorboard",
-            "actor": model | {"distribution_cfg": {"class_name": "GaussianDistribution",
-                                                   "init_std": self.init_std, "std_type": "scalar"}},
+            "actor": model
+            | {
+                "distribution_cfg": {
+                    "class_name": "GaussianDistribution",
+                    "init_std": self.init_std,
+                    "std_type": "scalar",
+                }
+            },
             "critic": dict(model),
             "algorithm": {
-                "class_name": "PPO", "learning_rate": self.learning_rate,
-                "num_learning_epochs": self.num_learning_epochs, "num_mini_batches": self.num_mini_batches,
-                "clip_param": self.clip_param, "gamma": self.gamma, "lam": self.lam,
-                "value_loss_coef": self.value_loss_coef, "entropy_coef": self.entropy_coef,
-                "desired_kl": self.desired_kl, "max_grad_norm": self.max_grad_norm, "schedule": self.schedule,
+                "class_name": "PPO",
+                "learning_rate": self.learning_rate,
+                "num_learning_epochs": self.num_learning_epochs,
+                "num_mini_batches": self.num_mini_batches,
+                "clip_param": self.clip_param,
+                "gamma": self.gamma,
+                "lam": self.lam,
+                "value_loss_coef": self.value_loss_coef,
+                "entropy_coef": self.entropy_coef,
+                "desired_kl": self.desired_kl,
+                "max_grad_norm": self.max_grad_norm,
+                "schedule": self.schedule,
             },
         }
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from asap_core.artifact import Motion, PolicyMetadata, Provenance, export_torch_policy, load_artifact
-
 from asap_training.envs.tracking_env import TrackingEnv
 
 
@@ -24,12 +23,18 @@ def policy_metadata(env: TrackingEnv, name: str, run_name: str = "") -> PolicyMe
     kp, kd = env.joint_map.gather(env.kp_motor), env.joint_map.gather(env.kd_motor)
     motion = env.motions.motions[0]
     return PolicyMetadata(
-        name=name, joint_names=tuple(cfg.joint_names),
-        default_joint_pos=tuple(env.default_q.tolist()), kp=tuple(kp.tolist()), kd=tuple(kd.tolist()),
-        action_scale=(cfg.actions.scale,) * env.num_actions, action_clip=cfg.actions.clip,
-        control_dt=env.dt, observation=env.actor_spec,
+        name=name,
+        joint_names=tuple(cfg.joint_names),
+        default_joint_pos=tuple(env.default_q.tolist()),
+        kp=tuple(kp.tolist()),
+        kd=tuple(kd.tolist()),
+        action_scale=(cfg.actions.scale,) * env.num_actions,
+        action_clip=cfg.actions.clip,
+        control_dt=env.dt,
+        observation=env.actor_spec,
         motion=Motion(name=motion.name, length_s=motion.duration_s),
-        onnx_input="actor_obs", onnx_output="action",
+        onnx_input="actor_obs",
+        onnx_output="action",
         provenance=Provenance(training_run=run_name),
     )
 
@@ -49,8 +54,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
     from asap_training.rl.vecenv import RslRlVecEnv
 
-    p = argparse.ArgumentParser(prog="asap-export", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="asap-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--run-dir", type=Path, required=True, help="training run directory")
     p.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the latest in --run-dir)")
     p.add_argument("--out", type=Path, help="artifact path (default <run-dir>/policy.onnx)")
@@ -61,8 +67,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     checkpoint = args.checkpoint or latest_checkpoint(args.run_dir)
     if checkpoint is None:
         raise SystemExit(f"no model_*.pt in {args.run_dir}")
-    runner = TrackingRunner(RslRlVecEnv(TrackingEnv(env_cfg)), ppo_cfg.to_rsl_rl(), log_dir=None,
-                            progress=False)
+    runner = TrackingRunner(
+        RslRlVecEnv(TrackingEnv(env_cfg)), ppo_cfg.to_rsl_rl(), log_dir=None, progress=False
+    )
     runner.load(str(checkpoint))
     out = args.out or args.run_dir / "policy.onnx"
     sha = export_runner(runner, out, run_name=f"{args.run_dir.name}/{Path(checkpoint).name}", name=args.name)

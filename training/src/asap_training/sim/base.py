@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
 from asap_sim.motor import MotorCommand, MotorParams
 
 
@@ -49,11 +50,20 @@ class SimState:
     def zeros(cls, num_envs: int, num_joints: int, num_bodies: int) -> SimState:
         """Preallocated state."""
         z = np.zeros
-        return cls(z((num_envs, 3)), np.tile([1.0, 0, 0, 0], (num_envs, 1)), z((num_envs, 3)),
-                   z((num_envs, 3)), z((num_envs, num_joints)), z((num_envs, num_joints)),
-                   z((num_envs, num_joints)), z((num_envs, num_bodies, 3)),
-                   np.tile([1.0, 0, 0, 0], (num_envs, num_bodies, 1)), z((num_envs, num_bodies, 3)),
-                   z((num_envs, num_bodies, 3)), z((num_envs, 2)))
+        return cls(
+            z((num_envs, 3)),
+            np.tile([1.0, 0, 0, 0], (num_envs, 1)),
+            z((num_envs, 3)),
+            z((num_envs, 3)),
+            z((num_envs, num_joints)),
+            z((num_envs, num_joints)),
+            z((num_envs, num_joints)),
+            z((num_envs, num_bodies, 3)),
+            np.tile([1.0, 0, 0, 0], (num_envs, num_bodies, 1)),
+            z((num_envs, num_bodies, 3)),
+            z((num_envs, num_bodies, 3)),
+            z((num_envs, 2)),
+        )
 
 
 class Simulator(Protocol):
@@ -65,9 +75,16 @@ class Simulator(Protocol):
     motor_params: MotorParams
     """Drive scales; arrays broadcast to (N, 29) so domain randomization can vary them per env."""
 
-    def reset(self, env_ids: np.ndarray, root_pos_w: np.ndarray, root_quat_w: np.ndarray,
-              root_lin_vel_w: np.ndarray, root_ang_vel_w: np.ndarray, joint_pos: np.ndarray,
-              joint_vel: np.ndarray) -> None:
+    def reset(
+        self,
+        env_ids: np.ndarray,
+        root_pos_w: np.ndarray,
+        root_quat_w: np.ndarray,
+        root_lin_vel_w: np.ndarray,
+        root_ang_vel_w: np.ndarray,
+        joint_pos: np.ndarray,
+        joint_vel: np.ndarray,
+    ) -> None:
         """Teleport the given envs to a state (joint arrays (M, 29), motor order)."""
 
     def step(self, command: MotorCommand, substeps: int) -> None:

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import mujoco
 import numpy as np
+
 from asap_sim.model import FEET, G1Indices
 from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, pd_torque
-
 from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
 
@@ -21,8 +21,13 @@ class MujocoCpuSimulator:
     variant it was assigned (variant 0 at start).
     """
 
-    def __init__(self, models: Sequence[mujoco.MjModel], num_envs: int, motor_params: MotorParams,
-                 latency_steps: int = 0) -> None:
+    def __init__(
+        self,
+        models: Sequence[mujoco.MjModel],
+        num_envs: int,
+        motor_params: MotorParams,
+        latency_steps: int = 0,
+    ) -> None:
         """Create the ``MjData`` and resolve indices once."""
         self.models = list(models)
         self.num_envs = num_envs
@@ -46,9 +51,16 @@ class MujocoCpuSimulator:
         """Assign physics variants per env (takes effect at the next step)."""
         self.variant[env_ids] = variant
 
-    def reset(self, env_ids: np.ndarray, root_pos_w: np.ndarray, root_quat_w: np.ndarray,
-              root_lin_vel_w: np.ndarray, root_ang_vel_w: np.ndarray, joint_pos: np.ndarray,
-              joint_vel: np.ndarray) -> None:
+    def reset(
+        self,
+        env_ids: np.ndarray,
+        root_pos_w: np.ndarray,
+        root_quat_w: np.ndarray,
+        root_lin_vel_w: np.ndarray,
+        root_ang_vel_w: np.ndarray,
+        joint_pos: np.ndarray,
+        joint_vel: np.ndarray,
+    ) -> None:
         """Teleport envs; free-joint qvel is (world linear, body angular) velocity."""
         from asap_training import quat
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _heading_inv(env: TrackingEnv) -> np.ndarray:
-    """Inverse heading rotation of the robot root, (N, 1, 4), to express world vectors in its heading frame."""
+    """Inverse heading rotation of the robot root (N, 1, 4): world vectors → its heading frame."""
     return quat.from_yaw(-quat.yaw(env.state.root_quat_w))[:, None]
 
 

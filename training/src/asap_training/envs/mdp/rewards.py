@@ -27,12 +27,14 @@ def _mean_sq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.mean(d * d, axis=1)
 
 
-def body_pos_upper_lower_exp(env: TrackingEnv, sigma_lower: float, sigma_upper: float,
-                             w_lower: float, w_upper: float) -> np.ndarray:
+def body_pos_upper_lower_exp(
+    env: TrackingEnv, sigma_lower: float, sigma_upper: float, w_lower: float, w_upper: float
+) -> np.ndarray:
     """ASAP's ``teleop_body_position_extend``: loose kernel on the lower body, tight on the upper."""
     p, r = env.points.pos_w, env.ref.pos_w
-    return (w_lower * np.exp(-_mean_sq(p[:, _LOWER], r[:, _LOWER]) / sigma_lower)
-            + w_upper * np.exp(-_mean_sq(p[:, _UPPER], r[:, _UPPER]) / sigma_upper))
+    return w_lower * np.exp(-_mean_sq(p[:, _LOWER], r[:, _LOWER]) / sigma_lower) + w_upper * np.exp(
+        -_mean_sq(p[:, _UPPER], r[:, _UPPER]) / sigma_upper
+    )
 
 
 def points_pos_exp(env: TrackingEnv, points: Sequence[str], sigma: float) -> np.ndarray:
