@@ -159,7 +159,8 @@ class TrackingEnvCfg:
 
     num_envs: int = 64
     motions: tuple[str, ...] = ("arm_swing",)
-    """Shipped clip names or paths (.pkl/.npz/.csv); see :func:`asap_training.motion.load_motions`."""
+    """Shipped clip names or paths (.pkl/.npz/.csv); see :func:`asap_training.motion.load_clips`. Clips are
+    grounded (lowest foot on the floor) before use: ASAP's retargeted clips float ~10 cm."""
     profile: str = "nominal"
     """asap_sim dynamics profile the physics is built with."""
     physics_dt: float = 0.005

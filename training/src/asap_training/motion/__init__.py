@@ -37,10 +37,13 @@ def load_clips(names_or_paths: Sequence[str], kin: G1Kinematics) -> list[MotionC
 
 
 def build_library(
-    names_or_paths: Sequence[str], kin: G1Kinematics, joint_names: Sequence[str]
+    names_or_paths: Sequence[str], kin: G1Kinematics, joint_names: Sequence[str], ground: bool = True
 ) -> MotionLibrary:
-    """Load, FK and concatenate motions for the given policy joints."""
-    return MotionLibrary([reference_from_clip(c, kin, joint_names) for c in load_clips(names_or_paths, kin)])
+    """Load, (by default) ground, FK and concatenate motions for the given policy joints."""
+    clips = load_clips(names_or_paths, kin)
+    if ground:
+        clips = [kin.grounded(c) for c in clips]
+    return MotionLibrary([reference_from_clip(c, kin, joint_names) for c in clips])
 
 
 __all__ = [

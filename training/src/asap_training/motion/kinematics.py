@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import mujoco
 import numpy as np
 
+from asap_core import g1
+from asap_sim.model import standing_base_height
 from asap_training import quat
 from asap_training.motion.clip import MotionClip
-from asap_training.robot import EXTENDED_POINTS, RIGID_BODIES
+from asap_training.robot import EXTENDED_POINTS, FEET, RIGID_BODIES
 
 
 def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str) -> int:
@@ -58,6 +61,23 @@ class G1Kinematics:
         q[:, self._root_adr + 3 : self._root_adr + 7] = clip.root_quat_w
         q[:, self.qpos_indices(clip.joint_names)] = clip.joint_pos
         return q
+
+    def grounded(self, clip: MotionClip, feet: tuple[str, ...] = FEET) -> MotionClip:
+        """The clip shifted vertically so its lowest foot, over the whole clip, stands on the floor.
+
+        Retargeted clips may float or sink (ASAP's float ~10 cm); the lowest ankle origin is put at the
+        height it has when the G1 stands flat-footed on the floor (asap_sim's standing height).
+        """
+        q0 = np.zeros(self.model.nq)
+        q0[self._root_adr + 2] = standing_base_height(self.model, g1.default_pose(g1.MOTOR_ORDER))
+        q0[self._root_adr + 3] = 1.0
+        q0[self.qpos_indices(g1.MOTOR_ORDER)] = g1.default_pose(g1.MOTOR_ORDER)
+        idx = [RIGID_BODIES.index(f) for f in feet]
+        standing = self.points(q0)[0][0, idx, 2].min()
+        lowest = self.points(self.qpos(clip))[0][:, idx, 2].min()
+        root = clip.root_pos_w.copy()
+        root[:, 2] += standing - lowest
+        return dataclasses.replace(clip, root_pos_w=root)
 
     def points(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """World positions (T, 27, 3) and orientations (T, 27, 4) of the tracked points.

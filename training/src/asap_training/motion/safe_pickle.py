@@ -42,6 +42,12 @@ def _safe_scalar(dtype: np.dtype, data: bytes = b"") -> np.generic:
     return np.frombuffer(data, dtype=_safe_dtype(dtype), count=1)[0]
 
 
+def _safe_frombuffer(buf: Any, dtype: Any, shape: Any, order: str) -> np.ndarray:
+    # protocol-5 pickles of arrays: raw bytes + dtype + shape
+    array = np.frombuffer(bytes(buf), dtype=_safe_dtype(dtype))
+    return array.reshape(shape, order=order).copy()
+
+
 def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     # protocol-2 pickles spell bytes as _codecs.encode(str, "latin1"); nothing else is accepted
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
@@ -61,6 +67,8 @@ _ALLOWED: dict[tuple[str, str], Any] = {
     ("numpy.core.multiarray", "scalar"): _safe_scalar,
     ("numpy._core.multiarray", "scalar"): _safe_scalar,
     ("joblib.numpy_pickle", "NumpyArrayWrapper"): _JoblibArray,
+    ("numpy.core.numeric", "_frombuffer"): _safe_frombuffer,
+    ("numpy._core.numeric", "_frombuffer"): _safe_frombuffer,
     ("_codecs", "encode"): _latin1_bytes,
     ("collections", "OrderedDict"): dict,
 }
