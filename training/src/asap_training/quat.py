@@ -8,19 +8,32 @@ from __future__ import annotations
 import numpy as np
 
 
+def _out(*arrays: np.ndarray, last: int) -> np.ndarray:
+    shape = np.broadcast_shapes(*(x.shape[:-1] for x in arrays))
+    return np.empty((*shape, last), dtype=np.result_type(*arrays, np.float64))
+
+
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.cross`` over the last axis, without its axis juggling (it dominates small batches)."""
+    out = _out(a, b, last=3)
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    out[..., 0] = a1 * b2 - a2 * b1
+    out[..., 1] = a2 * b0 - a0 * b2
+    out[..., 2] = a0 * b1 - a1 * b0
+    return out
+
+
 def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product ``a ⊗ b``."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        axis=-1,
-    )
+    out = _out(a, b, last=4)
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    out[..., 0] = aw * bw - ax * bx - ay * by - az * bz
+    out[..., 1] = aw * bx + ax * bw + ay * bz - az * by
+    out[..., 2] = aw * by - ax * bz + ay * bw + az * bx
+    out[..., 3] = aw * bz + ax * by - ay * bx + az * bw
+    return out
 
 
 def conj(q: np.ndarray) -> np.ndarray:
@@ -32,8 +45,8 @@ def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate vectors ``v`` (..., 3) by unit quaternions ``q`` (..., 4): body → world."""
     w = q[..., :1]
     u = q[..., 1:]
-    t = 2.0 * np.cross(u, v)
-    return v + w * t + np.cross(u, t)
+    t = 2.0 * cross(u, v)
+    return v + w * t + cross(u, t)
 
 
 def rotate_inv(q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -81,7 +94,7 @@ def slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def yaw(q: np.ndarray) -> np.ndarray:
     """Heading angle (rotation about world z) of unit quaternions."""
-    w, x, y, z = np.moveaxis(q, -1, 0)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 

@@ -64,9 +64,9 @@ class TrackingEnv:
             self._motor_params(np.ones((n, g1.NUM_MOTORS))),
             latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
         )
+        self.num_actions = len(cfg.joint_names)
         self._setup_joints()
         self._setup_terms()
-        self.num_actions = len(cfg.joint_names)
         self.max_delay = (
             self._delay_steps(cfg.domain_rand.delay_ms_range[1]) if cfg.domain_rand.delay_ms_range else 0
         )
@@ -165,7 +165,7 @@ class TrackingEnv:
             pos_w=np.concatenate((s.body_pos_w, s.body_pos_w[:, self._ext_parent] + arm), axis=1),
             quat_w=np.concatenate((s.body_quat_w, parent_q), axis=1),
             lin_vel_w=np.concatenate(
-                (s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent] + np.cross(ang, arm)), axis=1
+                (s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent] + quat.cross(ang, arm)), axis=1
             ),
             ang_vel_w=np.concatenate((s.body_ang_vel_w, ang), axis=1),
         )
@@ -322,12 +322,12 @@ class TrackingEnv:
                 self.far_threshold = min(t.far_range[1], self.far_threshold * (1 + t.far_degree) ** k)
 
     def _log_episode_sums(self, env_ids: np.ndarray) -> None:
+        """Mean over the finished episodes of each term's episode return (weighted, × dt)."""
         done = env_ids[self.episode_step[env_ids] > 0]
         if done.size:
-            steps = self.episode_step[done]
+            log = self.extras.setdefault("log", {})
             for key, buf in self.episode_sums.items():
-                # per-step mean of each term over the finished episodes (comparable across lengths)
-                self.extras.setdefault("log", {})[f"Episode_Reward/{key}"] = float(np.mean(buf[done] / steps))
+                log[f"Episode_Reward/{key}"] = float(np.mean(buf[done]))
         for buf in self.episode_sums.values():
             buf[env_ids] = 0.0
 
@@ -356,4 +356,4 @@ class TrackingEnv:
             self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
         ]
         critic = np.concatenate([self._critic_hist.build_from_values(values), *privileged], axis=1)
-        return {"actor": actor.astype(np.float32), "critic": critic.astype(np.float32)}
+        return {"actor": actor, "critic": critic}

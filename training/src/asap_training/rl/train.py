@@ -46,7 +46,8 @@ TRACKING_TERMS = (
     "dof_pos",
     "dof_vel",
 )
-"""The exp-kernel terms of Table I; their per-step sum is the ``tracking_reward`` of progress.jsonl."""
+"""The exp-kernel terms of Table I; the mean episode return of their sum is ``tracking_reward`` in
+progress.jsonl (it grows with both tracking quality and survival)."""
 
 
 class TrackingRunner(OnPolicyRunner):

@@ -33,7 +33,9 @@ class RslRlVecEnv(VecEnv):
         self.env.episode_step[:] = value.cpu().numpy()
 
     def _to_td(self, obs: dict[str, np.ndarray]) -> TensorDict:
-        return TensorDict({k: torch.from_numpy(v) for k, v in obs.items()}, batch_size=[self.num_envs])
+        return TensorDict(
+            {k: torch.from_numpy(v.astype(np.float32)) for k, v in obs.items()}, batch_size=[self.num_envs]
+        )
 
     def get_observations(self) -> TensorDict:
         """The latest observations (does not advance the env)."""

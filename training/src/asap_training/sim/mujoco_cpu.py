@@ -1,16 +1,26 @@
-"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped in a tight loop; torques batched in numpy."""
+"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped env by env in a tight loop."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import mujoco
 import numpy as np
 
+from asap_core import g1
 from asap_sim.model import FEET, G1Indices
 from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, pd_torque
+from asap_training import quat
 from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
+
+
+def _as_slice(index: np.ndarray) -> slice | np.ndarray:
+    """A contiguous ascending index array as a slice (else unchanged)."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0] + index.size))
+    return index
 
 
 class MujocoCpuSimulator:
@@ -33,16 +43,35 @@ class MujocoCpuSimulator:
         self.num_envs = num_envs
         m = self.models[0]
         self.physics_dt = float(m.opt.timestep)
-        self.motor_params = motor_params
         self.idx = G1Indices.from_model(m)
         self.body_ids = np.array([m.body(n).id for n in RIGID_BODIES])
         self._foot_sensors = [self.idx.sensor[f"{side}_foot_contact"] for side in FEET]
         self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
         self.variant = np.zeros(num_envs, dtype=np.intp)
         self.state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
-        self._q = self.state.joint_pos
-        self._dq = self.state.joint_vel
-        self._delay = CommandDelay(latency_steps, MotorCommand.off((num_envs,))) if latency_steps else None
+        self.motor_params = motor_params
+        # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
+        self._qpos_sl, self._qvel_sl, self._ctrl_sl = (
+            _as_slice(a) for a in (self.idx.qpos, self.idx.qvel, self.idx.actuator)
+        )
+        d0 = self.datas[0]
+        self._raw = {
+            name: np.zeros((num_envs, *np.shape(arr)))
+            for name, arr in (
+                ("qpos", d0.qpos),
+                ("qvel", d0.qvel),
+                ("xpos", d0.xpos),
+                ("xquat", d0.xquat),
+                ("cvel", d0.cvel),
+                ("com", d0.subtree_com[0]),
+                ("sensor", d0.sensordata),
+            )
+        }
+        # one FIFO per env: with env-major stepping each env's commands go through its own latency line
+        self._delays = [
+            CommandDelay(latency_steps, MotorCommand.off()) if latency_steps else None
+            for _ in range(num_envs)
+        ]
         for d in self.datas:
             mujoco.mj_forward(m, d)
         self._read_state()
@@ -62,8 +91,6 @@ class MujocoCpuSimulator:
         joint_vel: np.ndarray,
     ) -> None:
         """Teleport envs; free-joint qvel is (world linear, body angular) velocity."""
-        from asap_training import quat
-
         ang_b = quat.rotate_inv(root_quat_w, root_ang_vel_w)
         for k, i in enumerate(env_ids):
             d = self.datas[i]
@@ -80,36 +107,55 @@ class MujocoCpuSimulator:
         for k, i in enumerate(env_ids):
             self.datas[i].qvel[:3] += delta_lin_vel_w[k]
 
+    @property
+    def motor_params(self) -> MotorParams:
+        """Drive scales, broadcast to (N, 29); setting them re-slices the per-env rows once."""
+        return self._motor_params
+
+    @motor_params.setter
+    def motor_params(self, params: MotorParams) -> None:
+        self._motor_params = params
+        rows = {
+            f.name: np.broadcast_to(getattr(params, f.name), (self.num_envs, g1.NUM_MOTORS))
+            for f in dataclasses.fields(params)
+        }
+        self._env_params = [MotorParams(**{k: v[i] for k, v in rows.items()}) for i in range(self.num_envs)]
+
     def step(self, command: MotorCommand, substeps: int) -> None:
-        """PD at physics rate: torques for all envs in one numpy call, then one ``mj_step`` per env."""
-        qadr, vadr, act = self.idx.qpos, self.idx.qvel, self.idx.actuator
-        models = [self.models[v] for v in self.variant]
-        for _ in range(substeps):
-            applied = self._delay.push(command) if self._delay else command
-            tau = pd_torque(applied, self._q, self._dq, self.motor_params)
-            for i, d in enumerate(self.datas):
-                d.ctrl[act] = tau[i]
-                mujoco.mj_step(models[i], d)
-                self._q[i] = d.qpos[qadr]
-                self._dq[i] = d.qvel[vadr]
-        self.state.joint_torque[:] = tau
+        """Each env runs its substeps back to back (its MjData stays in cache), with the PD law of
+        ``asap_sim.motor.pd_torque`` on its own joint state at every physics step."""
+        q, dq, act = self._qpos_sl, self._qvel_sl, self._ctrl_sl
+        for i, d in enumerate(self.datas):
+            model, params, delay = self.models[self.variant[i]], self._env_params[i], self._delays[i]
+            cmd = MotorCommand(**{f.name: getattr(command, f.name)[i] for f in dataclasses.fields(command)})
+            for _ in range(substeps):
+                applied = delay.push(cmd) if delay else cmd
+                tau = pd_torque(applied, d.qpos[q], d.qvel[dq], params)
+                d.ctrl[act] = tau
+                mujoco.mj_step(model, d)
+            self.state.joint_torque[i] = tau
         self._read_state()
 
     def _read_state(self, env_ids: np.ndarray | None = None) -> None:
-        s, b = self.state, self.body_ids
-        for i in range(self.num_envs) if env_ids is None else env_ids:
+        """Copy raw arrays env by env (plain slices), then derive everything batched."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        raw = self._raw
+        for i in ids:
             d = self.datas[i]
-            s.root_pos_w[i] = d.qpos[:3]
-            s.root_quat_w[i] = d.qpos[3:7]
-            s.root_lin_vel_w[i] = d.qvel[:3]
-            s.root_ang_vel_b[i] = d.qvel[3:6]
-            s.joint_pos[i] = d.qpos[self.idx.qpos]
-            s.joint_vel[i] = d.qvel[self.idx.qvel]
-            s.body_pos_w[i] = d.xpos[b]
-            s.body_quat_w[i] = d.xquat[b]
-            cvel = d.cvel[b]
-            s.body_ang_vel_w[i] = cvel[:, :3]
-            # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
-            s.body_lin_vel_w[i] = cvel[:, 3:] + np.cross(cvel[:, :3], d.xpos[b] - d.subtree_com[0])
-            for k, sl in enumerate(self._foot_sensors):
-                s.foot_force[i, k] = np.linalg.norm(d.sensordata[sl][1:4])
+            raw["qpos"][i], raw["qvel"][i] = d.qpos, d.qvel
+            raw["xpos"][i], raw["xquat"][i], raw["cvel"][i] = d.xpos, d.xquat, d.cvel
+            raw["com"][i], raw["sensor"][i] = d.subtree_com[0], d.sensordata
+        s, b = self.state, self.body_ids
+        qpos, qvel = raw["qpos"][ids], raw["qvel"][ids]
+        s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
+        s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]
+        s.joint_pos[ids], s.joint_vel[ids] = qpos[:, self._qpos_sl], qvel[:, self._qvel_sl]
+        xpos, cvel = raw["xpos"][ids][:, b], raw["cvel"][ids][:, b]
+        s.body_pos_w[ids], s.body_quat_w[ids] = xpos, raw["xquat"][ids][:, b]
+        s.body_ang_vel_w[ids] = cvel[..., :3]
+        # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
+        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - raw["com"][ids][:, None])
+        sensor = raw["sensor"][ids]
+        s.foot_force[ids] = np.stack(
+            [np.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self._foot_sensors], axis=1
+        )
