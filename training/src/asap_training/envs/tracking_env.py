@@ -8,6 +8,7 @@ enters an observation, reward or termination is a named term selected by :class:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -25,22 +26,25 @@ from asap_training.envs.mdp import observations as critic_terms
 from asap_training.envs.mdp import rewards as reward_terms
 from asap_training.motion import G1Kinematics, MotionLibrary, MotionState, build_library
 from asap_training.robot import EXTENDED_POINTS, FEET, RIGID_BODIES
+from asap_training.sim.base import SimState
 
 
-def _resolve_terms(module: ModuleType, names: dict[str, str]) -> dict[str, object]:
-    out = {}
-    for key, func in names.items():
-        if not callable(getattr(module, func, None)) or func.startswith("_"):
-            known = sorted(
-                n
-                for n in dir(module)
-                if not n.startswith("_")
-                and callable(getattr(module, n))
-                and getattr(getattr(module, n), "__module__", "") == module.__name__
-            )
-            raise ValueError(f"{key}: no term {func!r} in {module.__name__}; known: {known}")
-        out[key] = getattr(module, func)
-    return out
+def _terms_of(module: ModuleType) -> dict[str, Callable]:
+    """The public term functions a module defines."""
+    return {
+        n: f
+        for n, f in vars(module).items()
+        if callable(f) and not n.startswith("_") and getattr(f, "__module__", "") == module.__name__
+    }
+
+
+def _resolve_terms(module: ModuleType, names: dict[str, str]) -> dict[str, Callable]:
+    """Config key → term function, refusing unknown names with the list of known ones."""
+    known = _terms_of(module)
+    unknown = {key: func for key, func in names.items() if func not in known}
+    if unknown:
+        raise ValueError(f"unknown terms {unknown} in {module.__name__}; known: {sorted(known)}")
+    return {key: known[func] for key, func in names.items()}
 
 
 class TrackingEnv:
@@ -141,7 +145,7 @@ class TrackingEnv:
 
     # --- state views the terms read --------------------------------------------------------------------
     @property
-    def state(self):
+    def state(self) -> SimState:
         """The simulator's batched state."""
         return self.sim.state
 

@@ -37,10 +37,15 @@ class Rollout:
     dt: float
 
 
-def eval_env_cfg(artifact: PolicyArtifact, motion: str | None, profile: str) -> TrackingEnvCfg:
-    """A deterministic single-env config matching the artifact's contract."""
+def eval_env_cfg(
+    artifact: PolicyArtifact, motion: str | None, profile: str, physics_hz: float = 200.0
+) -> TrackingEnvCfg:
+    """A deterministic single-env config matching the artifact's contract, at a chosen physics rate."""
     meta = artifact.metadata
+    decimation = round(physics_hz * meta.control_dt)
     return TrackingEnvCfg(
+        physics_dt=meta.control_dt / decimation,
+        decimation=decimation,
         num_envs=1,
         motions=(motion or meta.motion.name,),
         profile=profile,
@@ -111,10 +116,12 @@ def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def evaluate(artifact_path: Path, motion: str | None, profile: str, out_dir: Path | None) -> dict:
+def evaluate(
+    artifact_path: Path, motion: str | None, profile: str, out_dir: Path | None, physics_hz: float = 200.0
+) -> dict:
     """Evaluate and (optionally) write ``eval.json`` and ``eval.png``; returns the JSON dict."""
     artifact = load_artifact(artifact_path)
-    env = TrackingEnv(eval_env_cfg(artifact, motion, profile))
+    env = TrackingEnv(eval_env_cfg(artifact, motion, profile, physics_hz))
     _check_contract(env, artifact)
     r = rollout(env, OnnxPolicy(artifact))
     m = tracking_metrics(r.robot_pos_w, r.ref_pos_w, r.fell)
@@ -124,7 +131,7 @@ def evaluate(artifact_path: Path, motion: str | None, profile: str, out_dir: Pat
         "policy": artifact.metadata.name,
         "motion": env.motions.motions[0].name,
         "profile": profile,
-        "env": "training (CPU MuJoCo)",
+        "env": f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)",
         "duration_s": float(len(r.robot_pos_w) * r.dt),
         "motion_length_s": float(env.motions.duration_s[0]),
         **m.to_dict(),
@@ -144,9 +151,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("artifact", type=Path, help="policy .onnx (asap_core artifact)")
     p.add_argument("--motion", help="clip name or motion file (default: the artifact's motion)")
     p.add_argument("--profile", default="nominal", help="asap_sim dynamics profile name or YAML path")
+    p.add_argument(
+        "--physics-hz",
+        type=float,
+        default=200.0,
+        help="physics rate; training uses 200, the twin (asap_sim node) 500",
+    )
     p.add_argument("--out", type=Path, help="folder for eval.json and eval.png (default: print only)")
     args = p.parse_args(argv)
-    print(json.dumps(evaluate(args.artifact, args.motion, args.profile, args.out), indent=2))
+    print(json.dumps(evaluate(args.artifact, args.motion, args.profile, args.out, args.physics_hz), indent=2))
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ progress.jsonl (it grows with both tracking quality and survival)."""
 class TrackingRunner(OnPolicyRunner):
     """rsl_rl's runner that also checkpoints the env's curricula and reports to a progress bar + JSONL."""
 
-    def __init__(self, env: RslRlVecEnv, train_cfg: dict, log_dir: str, progress: bool = True) -> None:
+    def __init__(self, env: RslRlVecEnv, train_cfg: dict, log_dir: str | None, progress: bool = True) -> None:
         """Create the runner; hook the logger so each iteration is summarized, not printed."""
         super().__init__(env, train_cfg, log_dir=log_dir, device="cpu")
         self.tracking_env: TrackingEnv = env.env
