@@ -16,7 +16,7 @@ from asap_training.rl.train import latest_checkpoint, train
 pytestmark = pytest.mark.slow
 
 NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
-ITERATIONS = 16
+ITERATIONS = 30
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,8 @@ def run(tmp_path_factory):
     env_cfg = TrackingEnvCfg(
         num_envs=32, motions=("arm_swing",), observations=ObservationCfg(noise={}), domain_rand=NO_DR, seed=0
     )
-    ppo = PpoCfg(max_iterations=ITERATIONS, save_interval=8, init_std=0.5)
+    # a small network learns fastest from a CPU-sized batch; seeds make the run deterministic
+    ppo = PpoCfg(max_iterations=ITERATIONS, save_interval=10, init_std=0.5, hidden_dims=(128, 128))
     return run_dir, train(env_cfg, ppo, run_dir, progress=False)
 
 
@@ -35,7 +36,7 @@ def test_episode_length_and_tracking_return_increase(run):
     hist = runner.history
     assert len(hist) == ITERATIONS
     # iteration 0 only sees the episodes that ended within its first 24 steps: start the comparison at 1
-    early, late = hist[1:4], hist[-3:]
+    early, late = hist[1:5], hist[-4:]
     mean = lambda rows, key: float(np.mean([r[key] for r in rows]))  # noqa: E731
     assert mean(late, "mean_episode_length") > mean(early, "mean_episode_length")
     assert mean(late, "tracking_reward") > mean(early, "tracking_reward")
