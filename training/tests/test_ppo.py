@@ -11,7 +11,7 @@ from asap_core.inference import OnnxPolicy
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.export import export_runner
-from asap_training.rl.train import latest_checkpoint, train
+from asap_training.rl.train import latest_checkpoint, read_params, train
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +58,16 @@ def test_checkpoints_resume_and_export_an_artifact_the_node_loads(run, tmp_path)
     torch_action = runner.alg.get_policy()(obs)[0].detach().numpy()
     onnx_action = OnnxPolicy(artifact)(obs["actor"][0].numpy())
     np.testing.assert_allclose(onnx_action, torch_action, atol=1e-4)
+
+
+def test_resume_continues_from_the_latest_checkpoint(run):
+    run_dir, runner = run
+    env_cfg, ppo = read_params(run_dir)
+    ppo.max_iterations = ITERATIONS + 1
+    resumed = train(env_cfg, ppo, run_dir, resume=True, progress=False)
+    # the checkpoint of iteration ITERATIONS-1 is reloaded and learning goes on from there
+    assert [h["iteration"] for h in resumed.history] == [ITERATIONS - 1, ITERATIONS]
+    assert resumed.tracking_env.penalty_scale == pytest.approx(runner.tracking_env.penalty_scale, rel=0.05)
 
 
 def test_evaluate_writes_metrics_and_plot(run, tmp_path):
