@@ -79,7 +79,7 @@ def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorPar
     """Joint torques (N m, shape of ``q``) the drives apply for ``cmd`` at joint state ``q``, ``dq``."""
     tau = (params.kp_scale * cmd.kp * (cmd.q - q) + params.kd_scale * cmd.kd * (cmd.dq - dq)
            + cmd.tau)
-    tau = params.torque_scale * np.clip(tau, -params.effort_limit, params.effort_limit)
+    tau = params.torque_scale * np.minimum(np.maximum(tau, -params.effort_limit), params.effort_limit)
     return np.where(cmd.mode != 0, tau, 0.0)
 
 

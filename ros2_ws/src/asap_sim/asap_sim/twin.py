@@ -1,0 +1,207 @@
+"""The simulated G1 without ROS: physics, drives, gantry band and sensors, stepped by its owner.
+
+Each physics step the drives act on the latest command (through the profile's actuation latency)
+with :func:`asap_sim.motor.pd_torque`; while the band is held, a spring-damper pulls the pelvis to
+its start pose (position and orientation). :meth:`Twin.read_state` returns what LowState carries,
+with the profile's sensor noise, plus ground truth for odometry.
+
+The band differs from unitree_mujoco's elastic band (a translational spring to a point 3 m up):
+it anchors at the start pose and also holds orientation, so a held robot stands on its feet
+exactly where it was placed and a released one starts from a standing posture.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+from asap_core import g1
+from asap_sim.model import TWIN_TIMESTEP, G1Indices, build_model, standing_base_height
+from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, latency_steps, pd_torque
+from asap_sim.profiles import DynamicsProfile, nominal_profile
+
+
+@dataclass(frozen=True, kw_only=True)
+class BandConfig:
+    """The gantry: spring-dampers from the pelvis to its start pose."""
+
+    stiffness: float = 10000.0
+    """N/m."""
+    damping: float = 1000.0
+    """N s/m."""
+    rot_stiffness: float = 300.0
+    """N m/rad."""
+    rot_damping: float = 5.0
+    """N m s/rad."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwinConfig:
+    """How the twin starts and steps."""
+
+    physics_dt: float = TWIN_TIMESTEP
+    """s; 0.002 = 500 Hz."""
+    initial_pose: str = "asap"
+    """A pose name of ``asap_core.g1.DEFAULT_POSES``."""
+    lift: float = 0.0
+    """m the pelvis starts above the height where the feet touch the floor."""
+    band_held: bool = True
+    band: BandConfig = field(default_factory=BandConfig)
+    seed: int | None = None
+    """Sensor-noise seed; None takes the profile's."""
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TwinState:
+    """One sample: LowState content (with sensor noise) and ground truth. Joint arrays in motor order."""
+
+    time_s: float
+    tick: int
+    """Simulated milliseconds (as unitree_mujoco reports it)."""
+    q: np.ndarray
+    dq: np.ndarray
+    ddq: np.ndarray
+    tau_est: np.ndarray
+    """Torque the drives applied in the last physics step (N m)."""
+    imu_quat_wxyz: np.ndarray
+    gyro_b: np.ndarray
+    """rad/s, IMU frame."""
+    acc_b: np.ndarray
+    """m/s^2, IMU frame (specific force: +9.81 up when at rest)."""
+    rpy: np.ndarray
+    """roll, pitch, yaw (rad) of the IMU quaternion."""
+    base_pos_w: np.ndarray
+    base_quat_wxyz: np.ndarray
+    base_lin_vel_w: np.ndarray
+    base_lin_vel_b: np.ndarray
+    """Pelvis linear velocity in the pelvis frame (as nav_msgs/Odometry's twist wants it)."""
+    base_ang_vel_b: np.ndarray
+    foot_contact: np.ndarray
+    """(left, right) touching the floor."""
+    band_held: bool
+
+
+def quat_to_rpy(quat_wxyz: np.ndarray) -> np.ndarray:
+    """Roll, pitch, yaw (rad; intrinsic z-y-x) of a unit quaternion (w, x, y, z)."""
+    w, x, y, z = (float(v) for v in quat_wxyz)  # scalar math: numpy per-scalar calls cost ~10x more
+    return np.array([
+        math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y)),
+        math.asin(min(1.0, max(-1.0, 2.0 * (w * y - z * x)))),
+        math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)),
+    ])
+
+
+def _as_slice(indices: np.ndarray) -> slice | np.ndarray:
+    """A contiguous index run as a slice (a view, no copy); otherwise the indices."""
+    first = int(indices[0])
+    contiguous = np.array_equal(indices, np.arange(first, first + len(indices)))
+    return slice(first, first + len(indices)) if contiguous else indices
+
+
+class Twin:
+    """A G1 in MuJoCo driven like the real robot. Not thread-safe: one owner steps and reads it."""
+
+    def __init__(self, profile: DynamicsProfile | None = None, config: TwinConfig | None = None) -> None:
+        self.profile = profile or nominal_profile()
+        self.config = config or TwinConfig()
+        self.model = build_model(self.profile, timestep=self.config.physics_dt)
+        self.data = mujoco.MjData(self.model)
+        self.idx = G1Indices.from_model(self.model)
+        self._q, self._dq, self._ctrl = (_as_slice(i) for i in (self.idx.qpos, self.idx.qvel,
+                                                                 self.idx.actuator))
+        self._contact_found = [self.idx.sensor[f"{side}_foot_contact"].start for side in ("left", "right")]
+        self._params = MotorParams.from_profile(self.profile)
+        self._latency = latency_steps(self.profile.actuation_latency_ms, self.config.physics_dt)
+        seed = self.profile.seed if self.config.seed is None else self.config.seed
+        self._rng = np.random.default_rng(seed)
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the initial pose at rest, motors off, band as configured."""
+        q = g1.default_pose(g1.MOTOR_ORDER, self.config.initial_pose)
+        height = standing_base_height(self.model, q, clearance=self.config.lift)
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:7] = (0.0, 0.0, height, 1.0, 0.0, 0.0, 0.0)
+        self.data.qpos[self.idx.qpos] = q
+        mujoco.mj_forward(self.model, self.data)
+        self._wrench, self._rot_err_b = np.zeros(6), np.zeros(3)
+        self._anchor_pos = self.data.qpos[:3].copy()
+        self._anchor_quat = self.data.qpos[3:7].copy()
+        self._band_held = self.config.band_held
+        self._command = MotorCommand.off()
+        self._delay = CommandDelay(self._latency)
+        self._tau = np.zeros(g1.NUM_MOTORS)
+
+    @property
+    def time_s(self) -> float:
+        """Simulated time (s)."""
+        return float(self.data.time)
+
+    @property
+    def band_held(self) -> bool:
+        """Whether the gantry band holds the pelvis."""
+        return self._band_held
+
+    def release_band(self) -> None:
+        """Let go of the pelvis."""
+        self._band_held = False
+        self.data.xfrc_applied[self.idx.base_body] = 0.0
+
+    def hold_band(self) -> None:
+        """Pull the pelvis back to its start pose."""
+        self._band_held = True
+
+    def set_command(self, cmd: MotorCommand) -> None:
+        """The command the drives act on from the next physics step (after the latency)."""
+        self._command = cmd
+
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` physics steps."""
+        model, data, q, dq = self.model, self.data, self._q, self._dq
+        for _ in range(n):
+            cmd = self._delay.push(self._command) if self._latency else self._command
+            self._tau = pd_torque(cmd, data.qpos[q], data.qvel[dq], self._params)
+            data.ctrl[self._ctrl] = self._tau
+            if self._band_held:
+                data.xfrc_applied[self.idx.base_body] = self._band_wrench()
+            mujoco.mj_step(model, data)
+
+    def _band_wrench(self) -> np.ndarray:
+        """[force, torque] (world frame) of the band's spring-dampers on the pelvis."""
+        band, data, wrench = self.config.band, self.data, self._wrench
+        wrench[:3] = band.stiffness * (self._anchor_pos - data.qpos[:3]) - band.damping * data.qvel[:3]
+        mujoco.mju_subQuat(self._rot_err_b, self._anchor_quat, data.qpos[3:7])
+        torque_b = band.rot_stiffness * self._rot_err_b - band.rot_damping * data.qvel[3:6]
+        mujoco.mju_mulMatVec3(wrench[3:], data.xmat[self.idx.base_body], torque_b)
+        return wrench
+
+    def read_state(self) -> TwinState:
+        """The current sample. Draws sensor noise: call once per published state."""
+        d, idx, p = self.data, self.idx, self.profile
+        quat = d.sensordata[idx.sensor["imu_quat"]].copy()
+        contact = d.sensordata[self._contact_found] > 0
+        return TwinState(
+            time_s=float(d.time),
+            tick=round(d.time * 1000.0),
+            q=d.qpos[idx.qpos] + self._noise(p.joint_pos_noise_std, g1.NUM_MOTORS),
+            dq=d.qvel[idx.qvel] + self._noise(p.joint_vel_noise_std, g1.NUM_MOTORS),
+            ddq=d.qacc[idx.qvel].copy(),
+            tau_est=self._tau.copy(),
+            imu_quat_wxyz=quat,
+            gyro_b=d.sensordata[idx.sensor["imu_gyro"]] + self._noise(p.gyro_noise_std, 3),
+            acc_b=d.sensordata[idx.sensor["imu_acc"]] + self._noise(p.accelerometer_noise_std, 3),
+            rpy=quat_to_rpy(quat),
+            base_pos_w=d.qpos[:3].copy(),
+            base_quat_wxyz=d.qpos[3:7].copy(),
+            base_lin_vel_w=d.qvel[:3].copy(),
+            base_lin_vel_b=d.xmat[idx.base_body].reshape(3, 3).T @ d.qvel[:3],
+            base_ang_vel_b=d.qvel[3:6].copy(),
+            foot_contact=contact,
+            band_held=self._band_held,
+        )
+
+    def _noise(self, std: float, n: int) -> np.ndarray:
+        return self._rng.normal(0.0, std, n) if std > 0.0 else np.zeros(n)

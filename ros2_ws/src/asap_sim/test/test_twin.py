@@ -1,0 +1,147 @@
+"""The ROS-free twin: band, standing, determinism, sensor content, and every shipped profile's gap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asap_core import g1
+from asap_sim.motor import MotorCommand
+from asap_sim.profiles import load_profile, shipped_profiles
+from asap_sim.twin import Twin, TwinConfig, quat_to_rpy
+
+STEPS_PER_S = 500
+ANKLES = [i for i, n in enumerate(g1.MOTOR_ORDER) if "ankle" in n]
+
+
+def _hold_pose(twin: Twin, pose: str, gains: str) -> None:
+    kp, kd = g1.gains(g1.MOTOR_ORDER, gains)
+    twin.set_command(MotorCommand.position(g1.default_pose(g1.MOTOR_ORDER, pose), kp, kd))
+
+
+def test_quat_to_rpy_hand_values() -> None:
+    half = np.pi / 8  # 45 deg about one axis: (cos 22.5, sin 22.5 along the axis)
+    c, s = np.cos(half), np.sin(half)
+    np.testing.assert_allclose(quat_to_rpy(np.array([c, s, 0, 0])), [np.pi / 4, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(quat_to_rpy(np.array([c, 0, s, 0])), [0, np.pi / 4, 0], atol=1e-12)
+    np.testing.assert_allclose(quat_to_rpy(np.array([c, 0, 0, s])), [0, 0, np.pi / 4], atol=1e-12)
+
+
+def test_initial_state_is_a_robot_at_rest_on_its_feet() -> None:
+    twin = Twin()
+    s = twin.read_state()
+    assert s.tick == 0 and s.band_held
+    np.testing.assert_array_equal(s.q, g1.default_pose(g1.MOTOR_ORDER, "asap"))
+    _hold_pose(twin, "asap", "asap")
+    twin.step(STEPS_PER_S)  # the band and the floor carry it, the drives hold the pose
+    s = twin.read_state()
+    assert s.tick == 1000
+    np.testing.assert_allclose(s.q, g1.default_pose(g1.MOTOR_ORDER, "asap"), atol=0.12)  # wrists kp 4 sag
+    np.testing.assert_allclose(s.imu_quat_wxyz, [1, 0, 0, 0], atol=0.02)
+    np.testing.assert_allclose(s.acc_b, [0, 0, 9.81], atol=0.3)  # specific force at rest: gravity up
+    assert s.foot_contact.all()
+
+
+def test_band_holds_a_robot_with_motors_off() -> None:
+    twin = Twin()
+    z0 = twin.read_state().base_pos_w[2]
+    twin.step(2 * STEPS_PER_S)
+    s = twin.read_state()
+    assert abs(s.base_pos_w[2] - z0) < 0.05 and np.abs(s.rpy[:2]).max() < 0.3
+
+
+def test_released_robot_with_motors_off_collapses() -> None:
+    twin = Twin()
+    z0 = twin.read_state().base_pos_w[2]
+    twin.release_band()
+    twin.step(STEPS_PER_S)
+    assert twin.read_state().base_pos_w[2] < z0 - 0.3
+
+
+def test_stance_gains_stand_10_s_released() -> None:
+    """BeyondMimic's standby (its pose with stiff hold gains) stands unassisted."""
+    twin = Twin(config=TwinConfig(initial_pose="beyondmimic"))
+    _hold_pose(twin, "beyondmimic", "stiff_hold")
+    twin.step(STEPS_PER_S // 2)
+    z0 = twin.read_state().base_pos_w[2]
+    twin.release_band()
+    twin.step(10 * STEPS_PER_S)
+    assert abs(twin.read_state().base_pos_w[2] - z0) < 0.05
+
+
+def test_asap_gains_alone_do_not_balance_the_asap_pose() -> None:
+    """Physics, not a twin bug: ankle kp 20 N m/rad cannot hold a CoM ~5 cm ahead of the ankles.
+
+    The ASAP policy balances actively; a plain PD on its default pose tips over within seconds.
+    If this ever stands, the twin has become unrealistically stiff.
+    """
+    twin = Twin()
+    _hold_pose(twin, "asap", "asap")
+    twin.step(STEPS_PER_S // 2)
+    z0 = twin.read_state().base_pos_w[2]
+    twin.release_band()
+    twin.step(3 * STEPS_PER_S)
+    assert twin.read_state().base_pos_w[2] < z0 - 0.3
+
+
+def _noisy_rollout(seed: int | None) -> list[np.ndarray]:
+    twin = Twin(load_profile("latency"), TwinConfig(seed=seed))
+    rng = np.random.default_rng(123)
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "asap")
+    out = []
+    for _ in range(20):
+        q = g1.default_pose(g1.MOTOR_ORDER, "asap") + rng.uniform(-0.1, 0.1, g1.NUM_MOTORS)
+        twin.set_command(MotorCommand.position(q, kp, kd))
+        twin.step(5)
+        s = twin.read_state()
+        out.append(np.concatenate([s.q, s.dq, s.gyro_b, s.acc_b, s.tau_est]))
+    return out
+
+
+def test_same_seed_same_commands_same_states() -> None:
+    a, b = _noisy_rollout(None), _noisy_rollout(None)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    c = _noisy_rollout(99)
+    assert not np.array_equal(a[-1], c[-1]), "the seed does not reach the sensor noise"
+
+
+def _step_response(profile_name: str) -> np.ndarray:
+    """On the gantry (feet in the air): hold the ASAP pose, step every joint +0.2 rad, record true q."""
+    twin = Twin(load_profile(profile_name), TwinConfig(lift=0.15))
+    q0 = g1.default_pose(g1.MOTOR_ORDER, "asap")
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "asap")
+    twin.set_command(MotorCommand.position(q0, kp, kd))
+    twin.step(STEPS_PER_S // 4)
+    twin.set_command(MotorCommand.position(q0 + 0.2, kp, kd))
+    trace = []
+    for _ in range(STEPS_PER_S // 4):
+        twin.step(1)
+        trace.append(twin.data.qpos[twin.idx.qpos] - (q0 + 0.2))
+    return np.array(trace)
+
+
+@pytest.fixture(scope="module")
+def nominal_response() -> np.ndarray:
+    return _step_response("nominal")
+
+
+@pytest.mark.parametrize("name", [n for n in shipped_profiles() if n != "nominal"])
+def test_every_shipped_profile_changes_the_dynamics(name: str, nominal_response: np.ndarray) -> None:
+    deviation = np.abs(_step_response(name) - nominal_response).max()
+    assert deviation > 0.01, f"{name}: the step response differs from nominal by only {deviation:.4f} rad"
+
+
+def test_weak_ankles_track_a_step_worse(nominal_response: np.ndarray) -> None:
+    rise = slice(0, STEPS_PER_S // 25)  # the first 40 ms: half the torque, a slower rise
+    weak = np.abs(_step_response("weak_ankles")[rise, ANKLES]).mean()
+    nominal = np.abs(nominal_response[rise, ANKLES]).mean()
+    assert weak > 1.25 * nominal, f"ankle tracking error {weak:.4f} vs nominal {nominal:.4f} rad"
+
+
+def test_latency_delays_the_response(nominal_response: np.ndarray) -> None:
+    def quarter_rise_ms(err: np.ndarray) -> float:
+        progress = (err - err[0]).mean(axis=1) / 0.2  # 0 at the step, 1 when every joint arrived
+        return 2.0 * (int(np.argmax(progress > 0.25)) + 1)
+
+    delayed, nominal = quarter_rise_ms(_step_response("latency")), quarter_rise_ms(nominal_response)
+    assert 25.0 <= delayed - nominal <= 40.0, f"quarter rise at {delayed} ms vs nominal {nominal} ms"
