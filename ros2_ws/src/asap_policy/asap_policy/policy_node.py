@@ -1,0 +1,504 @@
+"""policy_node: runs a policy artifact on the G1 (or its twin) at the artifact's rate, safely.
+
+A thin rclpy shell over ``asap_core.control.Controller``. Threads:
+
+- control thread: absolute deadlines on the node clock (steady time, or sim time with
+  ``use_sim_time``); each tick decodes the newest raw /lowstate, runs the controller, publishes
+  /lowcmd at once, then the per-tick record and joint states;
+- command writer: repeats the latest command at ``writer_rate_hz`` between ticks and, if no tick
+  completes for ``stall_timeout_ms``, sends DAMPING on its own and latches the fault;
+- executor (3 threads): the raw /lowstate callback (stores bytes only), the /lowcmd conflict
+  check, status and diagnostics timers, and the SetMode / LoadPolicy services (reentrant: they
+  block while loading or waiting for the tick that applies them).
+
+Nothing raises out of the control loop: a fault or an internal error latches DAMPING, logged once.
+"""
+
+from __future__ import annotations
+
+import array
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import rclpy
+from asap_msgs.msg import PolicyRecord, PolicyStatus
+from asap_msgs.srv import LoadPolicy, SetMode
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+from rclpy.time import Time
+from sensor_msgs.msg import JointState
+from unitree_hg.msg import LowCmd, LowState
+
+from asap_core import g1
+from asap_core.artifact import ArtifactError, load_artifact
+from asap_core.control import Controller, LoadedPolicy, MotorCommand, RobotState, TickOutput
+from asap_core.modes import ACTIVE_MODES, Event, Mode, Transition, request_event
+from asap_core.safety import Staleness
+from asap_core.wire import decode_lowstate, encode_lowcmd
+from asap_policy import params
+from asap_policy.motion_switcher import MotionSwitcherClient
+
+TOPICS = {"lowcmd": "/lowcmd", "lowstate": "/lowstate", "record": "/policy/record",
+          "status": "/policy/status", "joint_states": "/joint_states", "diagnostics": "/diagnostics",
+          "set_mode": "/policy/set_mode", "load_policy": "/policy/load_policy"}
+"""Every name the node uses (remappable with ``--ros-args -r``)."""
+STATS_WINDOW_S = 60.0
+"""Latency and jitter percentiles in PolicyStatus cover this many seconds of ticks."""
+
+
+@dataclass
+class _Pending:
+    """A request waiting for the control thread (SetMode event or a staged policy)."""
+
+    event: Event | None = None
+    policy: LoadedPolicy | None = None
+    blend_ticks: int | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Transition | None = None
+
+
+class _Window:
+    """A window of recent samples with percentiles (append and copy are atomic under the GIL)."""
+
+    def __init__(self, size: int) -> None:
+        self._values: deque[float] = deque(maxlen=size)
+
+    def add(self, value: float) -> None:
+        self._values.append(value)
+
+    def percentile(self, q: float) -> float:
+        values = list(self._values)
+        return float(np.percentile(values, q)) if values else 0.0
+
+
+def _descriptor(p: params.Param) -> ParameterDescriptor:
+    d = ParameterDescriptor(description=p.description, read_only=True)
+    if p.choices:
+        d.additional_constraints = f"one of {list(p.choices)}"
+    if p.bounds and isinstance(p.default, float):
+        d.floating_point_range = [FloatingPointRange(from_value=float(p.bounds[0]),
+                                                     to_value=float(p.bounds[1]))]
+    elif p.bounds and isinstance(p.default, int) and not isinstance(p.default, bool):
+        d.integer_range = [IntegerRange(from_value=int(p.bounds[0]), to_value=int(p.bounds[1]), step=1)]
+    return d
+
+
+class PolicyNode(Node):
+    """The policy node (see the module docstring)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("policy_node", **kwargs)
+        for p in params.PARAMS:
+            self.declare_parameter(p.name, p.default, _descriptor(p))
+        self.values = params.validate({p.name: self.get_parameter(p.name).value for p in params.PARAMS})
+        v = self.values
+        policy = self._load_initial(v["policy_path"])
+        self.dt = policy.artifact.metadata.control_dt if policy else 1.0 / v["control_rate_hz"]
+        self.controller = Controller(params.control_cfg(v, self.dt), policy)
+        self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.clock = self.get_clock()  # ROS time: sim time under use_sim_time; stamps otherwise
+
+        # shared state (guarded by _lock unless noted)
+        self._lock = threading.Lock()
+        self._publish_lock = threading.Lock()
+        self._raw_state: tuple[bytes, int] | None = None  # newest /lowstate bytes, receive time (ns)
+        self._good_state: tuple[RobotState, int, np.ndarray] | None = None  # + receive ns, tau_est
+        self._pending: list[_Pending] = []
+        self._command: tuple[bytes, int, int] | None = None  # wire bytes, tick time ns, publish ns
+        self._writer_fault = ""
+        self._start_block = "starting up"  # why the robot may not leave ZERO_TORQUE now
+        self._released = not v["release_motion_switcher"]
+        self._release_block = "" if self._released else "waiting for the motion switcher release"
+        self._running = True
+        window = round(STATS_WINDOW_S / self.dt)
+        self.stats = {"tick": 0, "missed": 0, "crc_errors": 0, "inference_ms": _Window(window),
+                      "jitter_ms": _Window(window), "state_to_cmd_ms": _Window(window), "age_ms": 0.0}
+
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self._lowcmd_pub = self.create_publisher(LowCmd, TOPICS["lowcmd"], reliable)
+        self.create_subscription(LowState, TOPICS["lowstate"], self._on_lowstate,
+                                 QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT),
+                                 raw=True)
+        self._record_pub = self.create_publisher(PolicyRecord, TOPICS["record"], QoSProfile(depth=100))
+        self._status_pub = self.create_publisher(PolicyStatus, TOPICS["status"], reliable)
+        self._joint_pub = self.create_publisher(JointState, TOPICS["joint_states"], QoSProfile(depth=10))
+        self._diag_pub = self.create_publisher(DiagnosticArray, TOPICS["diagnostics"], QoSProfile(depth=10))
+        services = ReentrantCallbackGroup()  # they block (loading, waiting for a tick): own threads
+        self.create_service(SetMode, TOPICS["set_mode"], self._on_set_mode, callback_group=services)
+        self.create_service(LoadPolicy, TOPICS["load_policy"], self._on_load_policy,
+                            callback_group=services)
+        self.create_timer(0.2, self._check_lowcmd_publishers)
+        self.create_timer(1.0 / v["status_rate_hz"], self._publish_status)
+        self.create_timer(1.0 / v["diagnostics_rate_hz"], self._publish_diagnostics)
+        self._switcher = MotionSwitcherClient(self) if not self._released else None
+
+        self._threads = [threading.Thread(target=self._control_loop, name="control", daemon=True)]
+        if v["writer_rate_hz"] > 0:
+            self._threads.append(threading.Thread(target=self._writer_loop, name="writer", daemon=True))
+        if self._switcher is not None:
+            self._threads.append(threading.Thread(target=self._release, name="release", daemon=True))
+        for t in self._threads:
+            t.start()
+        name = policy.artifact.metadata.name if policy else "none"
+        self.get_logger().info(f"ready: policy {name}, {1 / self.dt:.0f} Hz, "
+                               f"{'sim' if self.use_sim_time else 'steady'} clock")
+
+    # -- configure ------------------------------------------------------------------------------
+
+    def _load_initial(self, path: str) -> LoadedPolicy | None:
+        """Fail fast: an invalid artifact at start is an error, not a warning."""
+        if not path:
+            return None
+        artifact = load_artifact(path)  # raises ArtifactError naming the field
+        self.get_logger().info(f"policy {artifact.metadata.name} sha256 {artifact.sha256}")
+        return LoadedPolicy(artifact, threads=self.values["inference_threads"])
+
+    def _release(self) -> None:
+        v = self.values
+        ok, message = self._switcher.release(v["motion_switcher_attempts"], v["motion_switcher_timeout_s"])
+        (self.get_logger().info if ok else self.get_logger().error)(f"motion switcher: {message}")
+        with self._lock:
+            self._released = ok
+            self._release_block = "" if ok else f"motion switcher not released: {message}"
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def _on_lowstate(self, data: bytes) -> None:
+        now = self._now_ns()
+        with self._lock:
+            self._raw_state = (data, now)
+
+    def _check_lowcmd_publishers(self) -> None:
+        me = (self.get_name(), self.get_namespace())
+        others = [f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                  for i in self.get_publishers_info_by_topic(TOPICS["lowcmd"])
+                  if (i.node_name, i.node_namespace) != me]
+        with self._lock:
+            conflict = f"another /lowcmd publisher: {sorted(others)}" if others else ""
+            self._start_block = self._release_block or conflict
+
+    def _on_set_mode(self, request: SetMode.Request, response: SetMode.Response) -> SetMode.Response:
+        try:
+            event = request_event(request.request)
+        except ValueError as e:
+            response.accepted, response.mode, response.message = False, int(self.controller.mode), str(e)
+            return response
+        pending = self._submit(_Pending(event=event))
+        result = pending.result or Transition(self.controller.mode, False, "no control tick ran "
+                                              "within 1 s (is the clock running?)")
+        response.accepted, response.mode, response.message = result.accepted, int(result.mode), result.reason
+        if request.reason:
+            self.get_logger().info(f"SetMode {event.name} ({request.reason}): "
+                                   f"{'accepted' if result.accepted else 'refused: ' + result.reason}")
+        return response
+
+    def _on_load_policy(self, request: LoadPolicy.Request,
+                        response: LoadPolicy.Response) -> LoadPolicy.Response:
+        response.accepted, response.message = False, ""
+        try:
+            artifact = load_artifact(request.path)
+        except ArtifactError as e:
+            response.message = f"refused {request.path}: {e}"
+            self.get_logger().warning(response.message)
+            return response
+        m = artifact.metadata
+        problem = ""
+        if abs(m.control_dt - self.dt) > 1e-9:
+            problem = f"control_dt {m.control_dt} s differs from the running loop's {self.dt} s"
+        policy = None
+        if not problem:
+            try:
+                policy = LoadedPolicy(artifact, threads=self.values["inference_threads"])
+                problem = policy.dry_run(self._current_state())
+            except Exception as e:  # onnxruntime's own errors have no common base class
+                problem = f"onnxruntime cannot run it: {e}"
+        if problem:
+            response.message = f"refused {request.path}: {problem}"
+            self.get_logger().warning(response.message)
+            return response
+        pending = self._submit(_Pending(policy=policy, blend_ticks=request.blend_ticks or None))
+        response.accepted = pending.done.is_set()
+        response.policy_sha256, response.policy_name = artifact.sha256, m.name
+        response.message = (f"swapped in {m.name} ({artifact.sha256[:12]}, {m.num_joints} joints, "
+                            f"obs {m.observation.dim}, motion {m.motion.name} {m.motion.length_s:.2f} s)"
+                            if response.accepted else "no control tick ran within 1 s to swap it in")
+        self.get_logger().info(response.message)
+        return response
+
+    def _submit(self, pending: _Pending) -> _Pending:
+        with self._lock:
+            self._pending.append(pending)
+        pending.done.wait(timeout=max(1.0, 10 * self.dt))
+        return pending
+
+    def _current_state(self) -> RobotState:
+        """The newest good state, or the robot standing at the default pose if none arrived."""
+        with self._lock:
+            good = self._good_state
+        if good is not None:
+            return good[0]
+        return RobotState(q=g1.default_pose(g1.MOTOR_ORDER), dq=np.zeros(g1.NUM_MOTORS),
+                          quat_wxyz=np.array([1.0, 0, 0, 0]), gyro_b=np.zeros(3))
+
+    # -- control thread -------------------------------------------------------------------------
+
+    def _sleep_until(self, deadline_ns: int) -> bool:
+        """Sleep until ``deadline_ns`` on the node clock; False when shutting down.
+
+        Steady time sleeps with ``time.sleep`` on CLOCK_MONOTONIC (rclpy's ``Clock.sleep_until``
+        costs a jump-callback registration per call: ~40 % of a core at 500 Hz). Sim time waits
+        for /clock through ``Clock.sleep_until``.
+        """
+        if not self.use_sim_time:
+            remaining = deadline_ns - time.monotonic_ns()
+            if remaining > 0:
+                time.sleep(remaining / 1e9)
+            return self._running
+        try:
+            self.clock.sleep_until(Time(nanoseconds=deadline_ns, clock_type=self.clock.clock_type),
+                                   context=self.context)
+        except Exception:  # the context shut down while sleeping
+            return False
+        return self._running
+
+    def _now_ns(self) -> int:
+        return time.monotonic_ns() if not self.use_sim_time else self.clock.now().nanoseconds
+
+    def _control_loop(self) -> None:
+        period = round(self.dt * 1e9)
+        while self._running and self._now_ns() == 0:  # sim time: wait for the first /clock
+            time.sleep(0.01)
+        deadline = self._now_ns() + period
+        while self._sleep_until(deadline) and rclpy.ok(context=self.context):
+            now = self._now_ns()
+            late = now - deadline
+            if late > 1e9:  # a clock jump (sim reset, pause): re-anchor, not a miss
+                deadline, late = now, 0
+            skipped = late // period
+            if skipped:
+                self.stats["missed"] += skipped
+                deadline += skipped * period
+            self.stats["jitter_ms"].add(late / 1e6)
+            self._guarded_tick(now)
+            deadline += period
+
+    def _guarded_tick(self, now_ns: int) -> None:
+        try:
+            self._tick(now_ns)
+        except Exception as e:  # never let the loop die: damp, latch, log once
+            if not self.context.ok():
+                return  # shutting down: nothing to publish on
+            self.get_logger().error(f"internal error in the control tick, DAMPING: {e!r}")
+            with self._lock:
+                self._writer_fault = self._writer_fault or f"internal error: {e!r}"
+            self._send(MotorCommand.damping(self.values["damping_kd"]), now_ns)
+
+    def _tick(self, now_ns: int) -> None:
+        with self._lock:
+            raw, pending, self._pending = self._raw_state, self._pending, []
+            start_block, external_fault = self._start_block, self._writer_fault
+            self._writer_fault = ""
+        state, t_recv, tau = self._decode(raw)
+        age = None if t_recv is None else (now_ns - t_recv) / 1e9
+        staged = [p for p in pending if p.policy is not None]
+        for p in staged[-1:]:
+            self.controller.stage(p.policy, p.blend_ticks)
+        events = [p for p in pending if p.event is not None]
+        previous_mode = self.controller.mode
+        out = self.controller.tick(state, age, [p.event for p in events], start_block, external_fault)
+        if state is not None:
+            self._send(out.command, now_ns)
+            self.stats["state_to_cmd_ms"].add((self._now_ns() - t_recv) / 1e6)
+        for p, result in zip(events, out.results, strict=True):
+            p.result = result
+        for p in (*events, *staged):
+            p.done.set()
+        self._after_tick(out, state, tau, t_recv, age, previous_mode)
+
+    def _decode(self, raw: tuple[bytes, int] | None) -> tuple[RobotState | None, int | None, np.ndarray]:
+        """The newest state with a good CRC (falling back to the previous good one)."""
+        if raw is not None:
+            s = decode_lowstate(raw[0], check_crc=self.values["check_lowstate_crc"])
+            if s.crc_ok:
+                with self._lock:
+                    self._good_state = (RobotState.from_lowstate(s), raw[1], s.tau_est)
+            else:
+                self.stats["crc_errors"] += 1
+        with self._lock:
+            good = self._good_state
+        return (None, None, np.zeros(0)) if good is None else good
+
+    def _send(self, cmd: MotorCommand, now_ns: int) -> None:
+        with self._lock:
+            good, released = self._good_state, self._released
+        if good is None or not released:
+            return  # no mode_machine to echo yet, or the built-in controller still owns the robot
+        data = encode_lowcmd(mode_machine=good[0].mode_machine, q=cmd.q, kp=cmd.kp, kd=cmd.kd,
+                             dq=cmd.dq, tau=cmd.tau)
+        with self._publish_lock:
+            self._lowcmd_pub.publish(data)
+            self._command = (data, now_ns, self._now_ns())
+
+    def _after_tick(self, out: TickOutput, state: RobotState | None, tau: np.ndarray,
+                    t_recv: int | None, age: float | None, previous_mode: Mode) -> None:
+        self.stats["tick"] += 1
+        self.stats["age_ms"] = -1.0 if age is None else age * 1e3
+        if out.inference_s:
+            self.stats["inference_ms"].add(out.inference_s * 1e3)
+        if out.fault:
+            self.get_logger().error(f"DAMPING latched: {out.fault}")
+        if out.staleness is Staleness.WARN and out.mode in ACTIVE_MODES:
+            self.get_logger().warning(f"LowState {age * 1e3:.1f} ms old", throttle_duration_sec=1.0)
+        if self.controller.mode is not previous_mode:
+            self.get_logger().info(f"mode {previous_mode.name} -> {self.controller.mode.name}")
+            self._publish_status()
+        self._publish_record(out, state, t_recv)
+        if state is not None:
+            self._publish_joint_state(state, tau)
+
+    def _publish_record(self, out: TickOutput, state: RobotState | None, t_recv: int | None) -> None:
+        msg = PolicyRecord()
+        if t_recv is not None:  # the state's receive time, on the ROS clock
+            received = self.get_clock().now().nanoseconds - (self._now_ns() - t_recv)
+            msg.header.stamp = Time(nanoseconds=received).to_msg()
+        msg.tick, msg.mode, msg.phase = self.stats["tick"], int(out.mode), out.phase
+        policy = self.controller.policy
+        msg.policy_sha256 = policy.artifact.sha256 if policy else ""
+        msg.lowstate_tick = state.tick if state is not None else 0
+        for name in ("observation", "action_raw", "action", "q_target"):
+            value = getattr(out, name)
+            if value is not None:
+                setattr(msg, name, array.array("f", np.asarray(value, dtype=np.float32).tobytes()))
+        msg.inference_ms = out.inference_s * 1e3
+        self._record_pub.publish(msg)
+
+    def _publish_joint_state(self, state: RobotState, tau: np.ndarray) -> None:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(g1.MOTOR_ORDER)
+        msg.position, msg.velocity, msg.effort = state.q.tolist(), state.dq.tolist(), tau.tolist()
+        self._joint_pub.publish(msg)
+
+    # -- command writer -------------------------------------------------------------------------
+
+    def _writer_loop(self) -> None:
+        period = round(1e9 / self.values["writer_rate_hz"])
+        stall_ns = self.values["stall_timeout_ms"] * 1e6
+        deadline = self._now_ns() + period
+        while self._sleep_until(deadline) and rclpy.ok(context=self.context):
+            now = self._now_ns()
+            deadline = max(deadline + period, now)
+            with self._publish_lock:
+                last = self._command
+            if last is None:
+                continue
+            data, tick_ns, published_ns = last
+            if now - tick_ns > stall_ns and self.controller.mode in ACTIVE_MODES:
+                self._stalled(now - tick_ns)
+            elif now - published_ns >= 0.9 * period:
+                with self._publish_lock:
+                    if self._command is last:
+                        self._lowcmd_pub.publish(data)
+                        self._command = (data, tick_ns, now)
+
+    def _stalled(self, since_ns: int) -> None:
+        """The control loop stopped: damp on our own and make the next tick latch it."""
+        with self._lock:
+            first = not self._writer_fault
+            self._writer_fault = f"control loop stalled for {since_ns / 1e6:.0f} ms"
+            good = self._good_state
+        if first:
+            self.get_logger().error(f"{self._writer_fault}: writer sends DAMPING")
+        if good is not None:
+            data = encode_lowcmd(mode_machine=good[0].mode_machine, q=good[0].q,
+                                 kp=np.zeros(g1.NUM_MOTORS),
+                                 kd=np.full(g1.NUM_MOTORS, self.values["damping_kd"]))
+            with self._publish_lock:
+                self._lowcmd_pub.publish(data)
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def _publish_status(self) -> None:
+        c, s = self.controller, self.stats
+        msg = PolicyStatus()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.mode, msg.mode_name = int(c.mode), c.mode.name
+        with self._lock:
+            block = self._start_block
+        msg.fault = c.fault or (block if c.mode is Mode.ZERO_TORQUE else "")
+        if c.policy is not None:
+            meta = c.policy.artifact.metadata
+            msg.policy_name, msg.policy_sha256, msg.motion_name = meta.name, c.policy.artifact.sha256, \
+                meta.motion.name
+        msg.tick, msg.missed_ticks, msg.lowstate_crc_errors = s["tick"], s["missed"], s["crc_errors"]
+        msg.inference_ms_p50 = s["inference_ms"].percentile(50)
+        msg.inference_ms_p99 = s["inference_ms"].percentile(99)
+        msg.loop_jitter_ms_p99 = s["jitter_ms"].percentile(99)
+        msg.lowstate_to_lowcmd_ms_p50 = s["state_to_cmd_ms"].percentile(50)
+        msg.lowstate_to_lowcmd_ms_p99 = s["state_to_cmd_ms"].percentile(99)
+        msg.lowstate_age_ms = s["age_ms"]
+        self._status_pub.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        s, c = self.stats, self.controller
+        level = DiagnosticStatus.OK
+        if c.mode is Mode.DAMPING or s["age_ms"] < 0:
+            level = DiagnosticStatus.ERROR
+        elif s["missed"] or s["crc_errors"] or s["age_ms"] > self.values["stale_warn_ms"]:
+            level = DiagnosticStatus.WARN
+        values = {"mode": c.mode.name, "fault": c.fault, "ticks": s["tick"], "missed_ticks": s["missed"],
+                  "loop_jitter_ms_p99": f"{s['jitter_ms'].percentile(99):.3f}",
+                  "inference_ms_p99": f"{s['inference_ms'].percentile(99):.3f}",
+                  "lowstate_age_ms": f"{s['age_ms']:.1f}", "lowstate_crc_errors": s["crc_errors"]}
+        status = DiagnosticStatus(level=level, name="asap_policy: control loop",
+                                  hardware_id="unitree_g1", message=c.fault or c.mode.name,
+                                  values=[KeyValue(key=k, value=str(x)) for k, x in values.items()])
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(msg)
+
+    def shutdown(self) -> None:
+        """Stop the threads; if the robot was under stiffness control, leave it damped."""
+        self._running = False
+        for t in self._threads:
+            t.join(timeout=1.0)
+        if self.controller.mode in ACTIVE_MODES and rclpy.ok(context=self.context):
+            for _ in range(3):
+                self._send(MotorCommand.damping(self.values["damping_kd"]), self._now_ns())
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the node until SIGINT/SIGTERM; then leave an actively held robot damped."""
+    # rclpy's own handlers would invalidate the context before the final damping command goes out
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, _interrupt)
+    node = None
+    try:
+        node = PolicyNode()
+        executor = MultiThreadedExecutor(num_threads=3)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.shutdown()
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""policy_node as a separate process against a test double of the G1 (tests/fake_g1.py) over DDS.
+
+The node under test is the real console entry (``python -m asap_policy.policy_node``) with its
+parameters from the command line. Every assertion is on what reached /lowcmd (what the motors
+were told), on the services' replies, and on /policy/record and /policy/status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+torch = pytest.importorskip("torch")
+import policies  # noqa: E402
+from asap_msgs.msg import PolicyRecord, PolicyStatus  # noqa: E402
+from asap_msgs.srv import LoadPolicy, SetMode  # noqa: E402
+from dds import finish, spawn  # noqa: E402
+from fake_g1 import FakeG1  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from unitree_hg.msg import LowCmd  # noqa: E402
+
+from asap_core import remote  # noqa: E402
+from asap_core.modes import Mode  # noqa: E402
+
+pytestmark = pytest.mark.graph
+N = 23
+DT = 0.02
+
+
+class Graph:
+    """The test's side of the graph: the fake robot, observers and service clients."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.fake = FakeG1()
+        self.node = rclpy.create_node("policy_test_observer")
+        self.status: PolicyStatus | None = None
+        self.records: list[PolicyRecord] = []
+        self.node.create_subscription(PolicyStatus, "/policy/status", self._on_status, 10)
+        self.node.create_subscription(PolicyRecord, "/policy/record", self.records.append,
+                                      QoSProfile(depth=500))
+        self.set_mode_client = self.node.create_client(SetMode, "/policy/set_mode")
+        self.load_client = self.node.create_client(LoadPolicy, "/policy/load_policy")
+        self.executor = MultiThreadedExecutor(num_threads=2)
+        self.executor.add_node(self.fake)
+        self.executor.add_node(self.node)
+        self._spin = threading.Thread(target=self.executor.spin, daemon=True)
+        self._spin.start()
+        self.fake.start()
+
+    def _on_status(self, msg: PolicyStatus) -> None:
+        self.status = msg
+
+    def wait(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; status: {self.status}")
+
+    def mode(self) -> Mode | None:
+        return None if self.status is None else Mode(self.status.mode)
+
+    def call(self, client, request, timeout_s: float = 20.0):
+        assert client.wait_for_service(timeout_sec=20.0), "service not available"
+        future = client.call_async(request)
+        self.wait(future.done, timeout_s, f"reply of {client.srv_name}")
+        return future.result()
+
+    def set_mode(self, request: int) -> SetMode.Response:
+        return self.call(self.set_mode_client, SetMode.Request(request=request, reason="test"))
+
+    def load(self, path: Path) -> LoadPolicy.Response:
+        return self.call(self.load_client, LoadPolicy.Request(path=str(path)))
+
+    def to_hold(self, attempts: int = 3) -> None:
+        """From wherever the node is, back to HOLD through reset and RAMP.
+
+        On the shared 2-core build machines a loaded moment can starve the processes for more than
+        the 50 ms stale limit, and the node then (correctly) damps; setting up a test retries that,
+        the assertions of the tests themselves do not.
+        """
+        for _ in range(attempts):
+            if self.mode() is Mode.DAMPING:
+                assert self.set_mode(SetMode.Request.REQUEST_RESET).accepted
+            if self.mode() is Mode.POLICY:
+                assert self.set_mode(SetMode.Request.REQUEST_HOLD).accepted
+            if self.mode() is not Mode.ZERO_TORQUE:
+                self.set_mode(SetMode.Request.REQUEST_ZERO_TORQUE)
+            if self.set_mode(SetMode.Request.REQUEST_RAMP).accepted:
+                with contextlib.suppress(AssertionError):
+                    self.wait(lambda: self.mode() in (Mode.HOLD, Mode.DAMPING), 10.0, "HOLD after RAMP")
+            if self.mode() is Mode.HOLD:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"could not reach HOLD: {self.status}")
+
+    def close(self) -> None:
+        self.fake.stop()
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.fake.destroy_node()
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("node")
+    policy = policies.write(tmp / "sine.onnx", policies.Sine(N, 0.2), motion_s=1.0, name="sine")
+    rclpy.init()
+    g = Graph(tmp)
+    proc = spawn("-m asap_policy.policy_node", "--ros-args", "-p", f"policy_path:={policy}",
+                 "-p", "ramp_s:=0.3", "-p", "stale_damp_ms:=50.0", "-p", "status_rate_hz:=20.0")
+    try:
+        g.wait(lambda: g.status is not None and g.fake.commands, 60.0, "the node's first status and command")
+        g.wait(lambda: g.status.fault == "", 20.0, "no start block")
+        yield g
+    finally:
+        g.close()
+        proc.send_signal(signal.SIGINT)
+        _, _, err = finish(proc, timeout_s=10.0)
+        rclpy.shutdown()
+        print(err[-3000:])  # the node's log, shown when a test fails
+
+
+def test_every_command_has_a_valid_crc_and_echoes_mode_machine(graph: Graph) -> None:
+    graph.to_hold()
+    cmds = graph.fake.commands_since(0.0)[-2000:]  # the CRC check is the slow, independent path
+    assert len(cmds) > 50
+    msgs = [c.msg for c in cmds]
+    assert all(c.crc_ok for c in cmds) and {m.mode_machine for m in msgs} == {5}
+    assert {m.mode_pr for m in msgs} == {0} and all(m.motor_cmd[29].mode == 0 for m in msgs)
+
+
+def test_policy_nan_damps_within_one_tick(graph: Graph) -> None:
+    nan = policies.write(graph.tmp / "nan.onnx", policies.NanAfter(N, 0.5), motion_s=0.4, name="nan")
+    reply = graph.load(nan)
+    assert reply.accepted, reply.message
+    graph.to_hold()
+    first = len(graph.records)
+    assert graph.set_mode(SetMode.Request.REQUEST_POLICY).accepted
+    graph.wait(lambda: graph.mode() is Mode.DAMPING, 5.0, "DAMPING after NaN")
+    records = graph.records[first:]
+    bad = next(r for r in records if len(r.action_raw) and not np.isfinite(r.action_raw).all())
+    # the tick whose network output was NaN is already a DAMPING tick, and the one before was POLICY
+    assert bad.mode == Mode.DAMPING
+    previous = next(r for r in reversed(records) if r.tick == bad.tick - 1)
+    assert previous.mode == Mode.POLICY and np.isfinite(previous.action_raw).all()
+    assert "non-finite" in graph.status.fault
+    # the NaN never reached a motor
+    assert all(np.isfinite(c.q).all() and np.isfinite(c.kp).all() for c in graph.fake.commands_since(0.0))
+
+
+def test_lowstate_loss_damps_within_the_timeout(graph: Graph) -> None:
+    graph.to_hold()
+    graph.fake.publishing = False
+    time.sleep(0.005)
+    t_stop = graph.fake.last_state_t
+    try:
+        graph.wait(lambda: any(c.is_damping for c in graph.fake.commands_since(t_stop)), 2.0,
+                   "a damping command")
+        t_damp = next(c.t for c in graph.fake.commands_since(t_stop) if c.is_damping)
+    finally:
+        graph.fake.publishing = True
+        timeline = [(round(1e3 * (c.t - t_stop)), c.is_damping) for c in graph.fake.commands_since(t_stop)]
+        print("commands after the loss (ms, damping):", timeline[:80])
+    # 50 ms stale limit + up to one 20 ms tick + delivery
+    assert t_damp - t_stop < 0.050 + DT + 0.030, f"damped {1e3 * (t_damp - t_stop):.0f} ms after the loss"
+    graph.wait(lambda: graph.mode() is Mode.DAMPING, 2.0, "status DAMPING")
+    assert "stale" in graph.status.fault
+
+
+def test_estop_combo_on_the_remote_damps(graph: Graph) -> None:
+    graph.to_hold()
+    t0 = time.monotonic()
+    graph.fake.keys = remote.keys_mask("L2", "B")
+    try:
+        graph.wait(lambda: any(c.is_damping for c in graph.fake.commands_since(t0)), 2.0, "damping")
+    finally:
+        graph.fake.keys = 0
+    assert graph.set_mode(SetMode.Request.REQUEST_RAMP).accepted is False  # latched
+    assert graph.set_mode(SetMode.Request.REQUEST_RESET).accepted
+
+
+def _with_metadata(src: Path, dst: Path, edit: Callable[[dict], None]) -> Path:
+    """A copy of an artifact with its metadata edited behind the writer's back."""
+    model = onnx.load(str(src))
+    for p in model.metadata_props:
+        if p.key == "asap_policy":
+            data = json.loads(p.value)
+            edit(data)
+            p.value = json.dumps(data)
+    dst.write_bytes(model.SerializeToString())
+    return dst
+
+
+def _bad_artifacts(tmp: Path) -> dict[str, tuple[Path, str]]:
+    corrupt = tmp / "corrupt.onnx"
+    corrupt.write_bytes(b"\x08\x07garbage" * 100)
+    good = policies.write(tmp / "base.onnx", policies.Constant(N, 0.0))
+    names = _with_metadata(good, tmp / "names.onnx",
+                           lambda d: d["joint_names"].__setitem__(0, "left_hip_pitch"))
+    dims = _with_metadata(good, tmp / "dims.onnx",
+                          lambda d: d["observation"].__setitem__("terms", d["observation"]["terms"][:4]))
+    return {"corrupt": (corrupt, "not an ONNX model"), "names": (names, "not G1 joints: ['left_hip_pitch']"),
+            "dims": (dims, "observation.dim")}
+
+
+def test_invalid_artifacts_are_refused_while_the_policy_keeps_running(graph: Graph) -> None:
+    good = policies.write(graph.tmp / "long.onnx", policies.Sine(N, 0.2), motion_s=8.0, name="long")
+    bad = _bad_artifacts(graph.tmp)  # made before the clock matters: torch export is CPU-heavy
+    assert graph.load(good).accepted
+    graph.to_hold()
+    assert graph.set_mode(SetMode.Request.REQUEST_POLICY).accepted
+    graph.wait(lambda: graph.mode() is Mode.POLICY, 2.0, "POLICY")
+    missed_before = graph.status.missed_ticks
+    first = len(graph.records)
+    for name, (path, words) in bad.items():
+        reply = graph.load(path)
+        assert not reply.accepted, name
+        assert words in reply.message, (name, reply.message)
+        assert graph.mode() is Mode.POLICY
+    time.sleep(0.1)
+    records = graph.records[first:]
+    ticks = [r.tick for r in records]
+    assert ticks == list(range(ticks[0], ticks[0] + len(ticks))), "a tick record is missing"
+    assert all(r.mode == Mode.POLICY and r.policy_sha256 == records[0].policy_sha256 for r in records)
+    assert graph.status.missed_ticks == missed_before
+    assert graph.set_mode(SetMode.Request.REQUEST_HOLD).accepted
+
+
+def test_second_lowcmd_publisher_blocks_leaving_zero_torque(graph: Graph) -> None:
+    graph.to_hold()
+    graph.set_mode(SetMode.Request.REQUEST_ZERO_TORQUE)
+    rogue = rclpy.create_node("rogue_controller")
+    rogue.create_publisher(LowCmd, "/lowcmd", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
+    try:
+        graph.wait(lambda: "another /lowcmd publisher" in graph.status.fault, 10.0, "conflict detected")
+        t0 = time.monotonic()
+        reply = graph.set_mode(SetMode.Request.REQUEST_RAMP)
+        assert not reply.accepted and "rogue_controller" in reply.message
+        time.sleep(0.2)
+        assert graph.mode() is Mode.ZERO_TORQUE
+        assert all(c.is_zero_torque for c in graph.fake.commands_since(t0))
+    finally:
+        rogue.destroy_node()
+    graph.wait(lambda: graph.status.fault == "", 10.0, "conflict cleared")
+    assert graph.set_mode(SetMode.Request.REQUEST_RAMP).accepted
