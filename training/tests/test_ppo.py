@@ -79,3 +79,13 @@ def test_evaluate_writes_metrics_and_plot(run, tmp_path):
     assert {"success", "e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm"} <= set(result)
     assert result["motion"] == "arm_swing" and "500 Hz" in result["env"]
     assert (tmp_path / "eval" / "eval.json").is_file() and (tmp_path / "eval" / "eval.png").stat().st_size > 0
+
+
+def test_evaluate_on_the_twin_core(run, tmp_path):
+    from asap_training.rl.evaluate import evaluate
+
+    _, runner = run
+    export_runner(runner, tmp_path / "policy.onnx")
+    result = evaluate(tmp_path / "policy.onnx", None, "nominal", None, backend="twin")
+    assert "twin" in result["env"] and result["num_frames"] >= 4
+    assert np.isfinite(result["e_g_mpjpe_mm"])

@@ -1,12 +1,18 @@
 """``asap-eval``: closed-loop rollout of a policy artifact on a motion under a dynamics profile.
 
-The artifact is loaded and validated by ``asap_core.artifact`` and run by ``asap_core.inference`` (the
-node's own code); the env is the training env with every randomization, observation noise and the
-motion-far termination off, starting at the motion's first frame. Writes the metrics of
-:mod:`asap_training.metrics` as JSON and a plot::
+The artifact is loaded and validated by ``asap_core.artifact``. Two backends:
+
+- ``env`` (default): the training env with every randomization, observation noise and the motion-far
+  termination off, starting at the motion's first frame (policy run by ``asap_core.inference``);
+- ``twin``: the simulated G1 twin's ROS-free core (``asap_sim.twin.Twin``: 500 Hz drives, IMU and joint
+  sensors with the profile's noise and latency) driven by the policy node's own tick code
+  (``asap_core.control.LoadedPolicy``), starting from the twin's standing pose as the node does. The
+  ROS graph version (node + twin over DDS) records episodes that :mod:`asap_training.metrics` also reads.
+
+Writes the metrics of :mod:`asap_training.metrics` as JSON and a plot::
 
     asap-eval training/policies/arm_swing/policy.onnx --profile nominal --out /tmp/eval
-    asap-eval policy.onnx --motion squat --profile weak_ankles --out /tmp/eval_weak
+    asap-eval policy.onnx --backend twin --profile weak_ankles --out /tmp/eval_twin_weak
 """
 
 from __future__ import annotations
@@ -19,8 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
+from asap_core import g1
 from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
+from asap_core.control import LoadedPolicy, RobotState
 from asap_core.inference import OnnxPolicy
+from asap_core.observation import motion_phase
+from asap_sim.motor import MotorCommand as SimMotorCommand
+from asap_sim.profiles import load_profile
+from asap_sim.twin import Twin, TwinConfig
+from asap_training import quat
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
@@ -91,6 +104,38 @@ def rollout(env: TrackingEnv, policy: OnnxPolicy) -> Rollout:
         ref.append(env.ref.pos_w[0].copy())
 
 
+def rollout_twin(artifact: PolicyArtifact, env: TrackingEnv, profile: str) -> Rollout:
+    """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd."""
+    meta = artifact.metadata
+    twin = Twin(load_profile(profile), TwinConfig(band_held=False))
+    policy = LoadedPolicy(artifact)
+    kp_fill, kd_fill = g1.gains(g1.MOTOR_ORDER, "asap")
+    kp = policy.joint_map.apply(policy.kp, fill=kp_fill)
+    kd = policy.joint_map.apply(policy.kd, fill=kd_fill)
+    substeps = round(meta.control_dt / twin.config.physics_dt)
+    # the twin starts at the origin: compare against the reference moved there (heading kept)
+    offset = twin.data.qpos[:3] - env.motions.sample(np.array([0]), np.array([0.0])).pos_w[0, 0]
+    offset[2] = 0.0
+    last_action = np.zeros(policy.num_joints)
+    robot, ref = [], []
+    for tick in range(int(meta.motion.length_s / meta.control_dt) + 1):
+        s = twin.read_state()
+        robot.append(env.kin.points(twin.data.qpos.copy())[0][0])
+        ref.append(env.motions.sample(np.array([0]), np.array([tick * meta.control_dt])).pos_w[0] + offset)
+        if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
+            return Rollout(np.array(robot), np.array(ref), True, meta.control_dt)
+        phase = motion_phase(tick, meta.control_dt, meta.motion.length_s)
+        state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
+        _, raw, _ = policy.step(state, last_action, phase)
+        last_action = np.clip(raw, -policy.clip, policy.clip)
+        q_des = policy.joint_map.apply(
+            policy.default_q + policy.scale * last_action, fill=g1.default_pose(g1.MOTOR_ORDER)
+        )
+        twin.set_command(SimMotorCommand.position(q_des, kp, kd))
+        twin.step(substeps)
+    return Rollout(np.array(robot), np.array(ref), False, meta.control_dt)
+
+
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
     """Per-frame errors and pelvis height, reference vs robot."""
     import matplotlib
@@ -117,13 +162,23 @@ def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
 
 
 def evaluate(
-    artifact_path: Path, motion: str | None, profile: str, out_dir: Path | None, physics_hz: float = 200.0
+    artifact_path: Path,
+    motion: str | None,
+    profile: str,
+    out_dir: Path | None,
+    physics_hz: float = 200.0,
+    backend: str = "env",
 ) -> dict:
     """Evaluate and (optionally) write ``eval.json`` and ``eval.png``; returns the JSON dict."""
     artifact = load_artifact(artifact_path)
     env = TrackingEnv(eval_env_cfg(artifact, motion, profile, physics_hz))
     _check_contract(env, artifact)
-    r = rollout(env, OnnxPolicy(artifact))
+    if backend == "twin":
+        r = rollout_twin(artifact, env, profile)
+        where = "twin core (asap_sim.twin, 500 Hz) ticked by asap_core.control.LoadedPolicy"
+    else:
+        r = rollout(env, OnnxPolicy(artifact))
+        where = f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)"
     m = tracking_metrics(r.robot_pos_w, r.ref_pos_w, r.fell)
     result = {
         "artifact": str(artifact_path),
@@ -131,7 +186,7 @@ def evaluate(
         "policy": artifact.metadata.name,
         "motion": env.motions.motions[0].name,
         "profile": profile,
-        "env": f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)",
+        "env": where,
         "duration_s": float(len(r.robot_pos_w) * r.dt),
         "motion_length_s": float(env.motions.duration_s[0]),
         **m.to_dict(),
@@ -152,14 +207,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--motion", help="clip name or motion file (default: the artifact's motion)")
     p.add_argument("--profile", default="nominal", help="asap_sim dynamics profile name or YAML path")
     p.add_argument(
+        "--backend",
+        choices=("env", "twin"),
+        default="env",
+        help="env: the training env; twin: the twin's ROS-free core ticked like the node",
+    )
+    p.add_argument(
         "--physics-hz",
         type=float,
         default=200.0,
-        help="physics rate; training uses 200, the twin (asap_sim node) 500",
+        help="physics rate of the env backend; training uses 200, the twin runs 500",
     )
     p.add_argument("--out", type=Path, help="folder for eval.json and eval.png (default: print only)")
     args = p.parse_args(argv)
-    print(json.dumps(evaluate(args.artifact, args.motion, args.profile, args.out, args.physics_hz), indent=2))
+    result = evaluate(args.artifact, args.motion, args.profile, args.out, args.physics_hz, args.backend)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
