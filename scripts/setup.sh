@@ -36,6 +36,21 @@ else
   say ".venv up to date"
 fi
 
+# 1b. The training package (training/, src layout), editable so the checkout's code is what runs. It
+# declares no pins of its own: its dependencies are in requirements.txt, installed above.
+if ! "$VENV/bin/python" - "$ROOT/training/src" <<'PYEOF' 2>/dev/null
+import sys
+from pathlib import Path
+import asap_training
+sys.exit(Path(asap_training.__file__).resolve().parents[1] != Path(sys.argv[1]).resolve())
+PYEOF
+then
+  say "installing training/ (asap_training) into .venv, editable"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+    -e training 2>&1 | grep -v "is ignored: it is neither" || true
+  "$VENV/bin/python" -c "import asap_training" || die "training/ did not install (see pip output above)"
+fi
+
 # 2. G1 robot model: the 29-DoF MJCF + meshes that ship inside the mjlab wheel (Apache-2.0). Only the
 # asset folder is taken (mjlab itself pins mujoco 3.x and is not installed).
 G1_DIR="$VENV/share/asap/unitree_g1"

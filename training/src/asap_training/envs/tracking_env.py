@@ -1,0 +1,363 @@
+"""ASAP stage-1 motion tracking over a batch of simulated G1s, in numpy (torch only in the RL adapter).
+
+One policy step: action (→ optional Δa) → PD targets → ``decimation`` physics steps → reference at the new
+motion time → rewards → terminations → resets (reference-state init) → observations. Every quantity that
+enters an observation, reward or termination is a named term selected by :class:`TrackingEnvCfg`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+
+from asap_core import g1
+from asap_core.joint_map import JointMap
+from asap_core.observation import ObservationBuilder, ObsInputs, asap_actor_spec, compute_terms
+from asap_sim.model import build_model
+from asap_sim.motor import MotorCommand, MotorParams, latency_steps
+from asap_sim.profiles import load_profile
+from asap_training import quat
+from asap_training.envs import actions as action_path
+from asap_training.envs.config import TrackingEnvCfg
+from asap_training.envs.mdp import observations as critic_terms
+from asap_training.envs.mdp import rewards as reward_terms
+from asap_training.motion import G1Kinematics, MotionLibrary, MotionState, build_library
+from asap_training.robot import EXTENDED_POINTS, FEET, RIGID_BODIES
+from asap_training.sim.base import SimState
+
+
+def _terms_of(module: ModuleType) -> dict[str, Callable]:
+    """The public term functions a module defines."""
+    return {
+        n: f
+        for n, f in vars(module).items()
+        if callable(f) and not n.startswith("_") and getattr(f, "__module__", "") == module.__name__
+    }
+
+
+def _resolve_terms(module: ModuleType, names: dict[str, str]) -> dict[str, Callable]:
+    """Config key → term function, refusing unknown names with the list of known ones."""
+    known = _terms_of(module)
+    unknown = {key: func for key, func in names.items() if func not in known}
+    if unknown:
+        raise ValueError(f"unknown terms {unknown} in {module.__name__}; known: {sorted(known)}")
+    return {key: known[func] for key, func in names.items()}
+
+
+class TrackingEnv:
+    """N G1s tracking reference motions (see the module docstring)."""
+
+    def __init__(self, cfg: TrackingEnvCfg, motions: MotionLibrary | None = None) -> None:
+        """Build physics (asap_sim), motions, joint maps, term tables and buffers; reset every env."""
+        self.cfg = cfg
+        self.num_envs = n = cfg.num_envs
+        self.dt = cfg.dt
+        self.rng = np.random.default_rng(cfg.seed)
+        self.profile = load_profile(cfg.profile)
+        models = self._build_models()
+        self.kin = G1Kinematics(models[0])
+        self.motions = motions or build_library(cfg.motions, self.kin, cfg.joint_names)
+        if self.motions.joint_names != tuple(cfg.joint_names):
+            raise ValueError("the motion library's joints differ from the env's policy joints")
+        self.sim = action_path.resolve(cfg.simulator)(
+            models,
+            n,
+            self._motor_params(np.ones((n, g1.NUM_MOTORS))),
+            latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
+        )
+        self.num_actions = len(cfg.joint_names)
+        self._setup_joints()
+        self._setup_terms()
+        self.max_delay = (
+            self._delay_steps(cfg.domain_rand.delay_ms_range[1]) if cfg.domain_rand.delay_ms_range else 0
+        )
+        self._queue = np.zeros((n, self.max_delay + 1, self.num_actions))
+        self.delay = np.zeros(n, dtype=np.intp)
+        self.action = np.zeros((n, self.num_actions))
+        self.prev_action = np.zeros_like(self.action)
+        self.motion_ids = np.zeros(n, dtype=np.intp)
+        self.motion_start_s = np.zeros(n)
+        self.episode_step = np.zeros(n, dtype=np.int64)
+        self.terminated = np.zeros(n, dtype=bool)
+        self.time_out = np.zeros(n, dtype=bool)
+        self.push_timer_s = np.zeros(n)
+        cur = cfg.curriculum
+        self.penalty_scale = cur.penalty_scale
+        self.far_threshold = cfg.terminations.far_threshold
+        self.avg_episode_length = 0.0
+        self.episode_sums = {k: np.zeros(n) for k in self.reward_funcs}
+        self.extras: dict = {}
+        self.reset(np.arange(n))
+
+    # --- construction --------------------------------------------------------------------------------
+    def _build_models(self) -> list:
+        dr = self.cfg.domain_rand
+        if dr.friction_range is None:
+            return [build_model(self.profile, timestep=self.cfg.physics_dt)]
+        frictions = np.linspace(*dr.friction_range, dr.friction_variants)
+        return [
+            build_model(
+                dataclasses.replace(self.profile, ground_friction=float(f)), timestep=self.cfg.physics_dt
+            )
+            for f in frictions
+        ]
+
+    def _motor_params(self, kp_scale: np.ndarray) -> MotorParams:
+        p = MotorParams.from_profile(self.profile)
+        return MotorParams(kp_scale=p.kp_scale * kp_scale, kd_scale=p.kd_scale, torque_scale=p.torque_scale)
+
+    def _setup_joints(self) -> None:
+        cfg, names = self.cfg, self.cfg.joint_names
+        self.joint_map = JointMap.from_names(names, g1.MOTOR_ORDER)
+        self.default_q = g1.default_pose(names, cfg.actions.default_pose)
+        self.default_q_motor = g1.default_pose(g1.MOTOR_ORDER, cfg.actions.default_pose)
+        self.kp_motor, self.kd_motor = g1.gains(g1.MOTOR_ORDER, cfg.actions.gain_set)
+        lo, hi = g1.joint_array("lower", names), g1.joint_array("upper", names)
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        cur = cfg.curriculum
+        self.soft_pos_limits = (mid - cur.soft_dof_pos * half, mid + cur.soft_dof_pos * half)
+        self.soft_vel_limit = cur.soft_dof_vel * g1.joint_array("velocity_limit", names)
+        self.soft_torque_limit = cur.soft_torque * g1.joint_array("effort_limit", names)
+        self.feet = np.array([RIGID_BODIES.index(f) for f in FEET])
+        self._ext_parent = np.array([RIGID_BODIES.index(p) for p, _ in EXTENDED_POINTS.values()])
+        self._ext_offset = np.array([o for _, o in EXTENDED_POINTS.values()], dtype=np.float64)
+
+    def _setup_terms(self) -> None:
+        cfg = self.cfg
+        self.reward_funcs = _resolve_terms(reward_terms, {k: r.func for k, r in cfg.rewards.items()})
+        self.critic_funcs = _resolve_terms(critic_terms, {k: k for k in cfg.observations.critic_terms})
+        self.actor_spec = asap_actor_spec(len(cfg.joint_names), cfg.observations.history)
+        self._actor = ObservationBuilder(spec=self.actor_spec, batch_shape=(self.num_envs,))
+        self._critic_hist = ObservationBuilder(spec=self.actor_spec, batch_shape=(self.num_envs,))
+        unknown = set(cfg.observations.noise) - {t.name for t in self.actor_spec.terms}
+        if unknown:
+            raise ValueError(f"noise for unknown actor terms {sorted(unknown)}")
+        self.delta_source = None
+        if cfg.actions.delta_action:
+            factory = action_path.resolve(cfg.actions.delta_action)
+            self.delta_source = factory(self, **cfg.actions.delta_action_args)
+
+    def _delay_steps(self, ms: float) -> int:
+        return round(ms / 1000.0 / self.dt)
+
+    # --- state views the terms read --------------------------------------------------------------------
+    @property
+    def state(self) -> SimState:
+        """The simulator's batched state."""
+        return self.sim.state
+
+    @property
+    def motion_time_s(self) -> np.ndarray:
+        """Motion time of the current state."""
+        return self.motion_start_s + self.episode_step * self.dt
+
+    def _refresh(self) -> None:
+        """Policy-order joint state, robot points and the reference at the current motion time."""
+        s = self.sim.state
+        self.q = self.joint_map.gather(s.joint_pos)
+        self.dq = self.joint_map.gather(s.joint_vel)
+        self.tau = self.joint_map.gather(s.joint_torque)
+        parent_q = s.body_quat_w[:, self._ext_parent]
+        arm = quat.rotate(parent_q, self._ext_offset)
+        ang = s.body_ang_vel_w[:, self._ext_parent]
+        self.points = MotionState(
+            dof_pos=self.q,
+            dof_vel=self.dq,
+            pos_w=np.concatenate((s.body_pos_w, s.body_pos_w[:, self._ext_parent] + arm), axis=1),
+            quat_w=np.concatenate((s.body_quat_w, parent_q), axis=1),
+            lin_vel_w=np.concatenate(
+                (s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent] + quat.cross(ang, arm)), axis=1
+            ),
+            ang_vel_w=np.concatenate((s.body_ang_vel_w, ang), axis=1),
+        )
+        self.ref = self.motions.sample(self.motion_ids, self.motion_time_s)
+        self.phase = self.motions.phase(self.motion_ids, self.motion_time_s)
+
+    # --- the MDP ----------------------------------------------------------------------------------------
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict]:
+        """Advance one policy step; returns (observations, reward, done, extras)."""
+        self.prev_action = self.action
+        self.action = np.clip(action, -self.cfg.actions.clip, self.cfg.actions.clip)
+        self._queue = np.roll(self._queue, 1, axis=1)
+        self._queue[:, 0] = self.action
+        applied = self._queue[np.arange(self.num_envs), self.delay]
+        delta = self.delta_source(self, applied) if self.delta_source else None
+        q_target = action_path.joint_targets(applied, delta, self.default_q, self.cfg.actions.scale)
+        cmd = MotorCommand.position(
+            self.joint_map.apply(q_target, fill=self.default_q_motor), self.kp_motor, self.kd_motor
+        )
+        self.sim.step(cmd, self.cfg.decimation)
+        self.episode_step += 1
+        self._push()
+        self._refresh()
+        self._check_termination()
+        reward = self._reward()
+        done = self.terminated | self.time_out
+        self.extras = {"time_outs": self.time_out.copy(), "log": self._log()}
+        self.reset(np.flatnonzero(done))
+        return self.observations(), reward, done, self.extras
+
+    def _push(self) -> None:
+        dr = self.cfg.domain_rand
+        if dr.push_interval_s is None:
+            return
+        self.push_timer_s += self.dt
+        due = np.flatnonzero(self.push_timer_s >= dr.push_interval_s)
+        if due.size:
+            kick = np.zeros((due.size, 3))
+            kick[:, :2] = self.rng.uniform(-dr.push_vel_xy, dr.push_vel_xy, (due.size, 2))
+            self.sim.push(due, kick)
+            self.push_timer_s[due] = 0.0
+
+    def _check_termination(self) -> None:
+        t = self.cfg.terminations
+        g = quat.rotate_inv(self.state.root_quat_w, np.array([0.0, 0.0, -1.0]))
+        tilt = np.any(np.abs(g[:, :2]) > t.gravity_xy, axis=1)
+        dist = np.linalg.norm(self.points.pos_w - self.ref.pos_w, axis=-1)
+        far = np.any(dist > self.far_threshold, axis=1)
+        self.time_out = self.motion_time_s >= self.motions.duration_s[self.motion_ids] - 1e-9
+        self.terminated = (tilt | far) & ~self.time_out
+
+    def _reward(self) -> np.ndarray:
+        total = np.zeros(self.num_envs)
+        for key, func in self.reward_funcs.items():
+            term = self.cfg.rewards[key]
+            value = func(self, **term.params) * term.weight * self.dt
+            if term.penalty:
+                value = value * self.penalty_scale
+            self.episode_sums[key] += value
+            total += value
+        return total
+
+    def curriculum_state(self) -> dict[str, float]:
+        """What a checkpoint must carry for a resumed run to continue the curricula."""
+        return {
+            "penalty_scale": self.penalty_scale,
+            "far_threshold": self.far_threshold,
+            "avg_episode_length": self.avg_episode_length,
+        }
+
+    def set_curriculum_state(self, state: dict[str, float]) -> None:
+        """Restore :meth:`curriculum_state`."""
+        self.penalty_scale = float(state["penalty_scale"])
+        self.far_threshold = float(state["far_threshold"])
+        self.avg_episode_length = float(state["avg_episode_length"])
+
+    def _log(self) -> dict[str, float]:
+        return {
+            "Curriculum/penalty_scale": self.penalty_scale,
+            "Curriculum/far_threshold": self.far_threshold,
+            "Curriculum/avg_episode_length": self.avg_episode_length,
+        }
+
+    def reset(self, env_ids: np.ndarray) -> None:
+        """Reference-state init: random motion and start time, state copied from the reference."""
+        if env_ids.size == 0:
+            return
+        self._update_curricula(env_ids)
+        self._log_episode_sums(env_ids)
+        m = self.rng.integers(0, self.motions.num_motions, env_ids.size)
+        start = (
+            self.rng.uniform(0.0, self.motions.duration_s[m]) if self.cfg.random_start else np.zeros(m.size)
+        )
+        self.motion_ids[env_ids], self.motion_start_s[env_ids] = m, start
+        self.episode_step[env_ids] = 0
+        self._randomize(env_ids)
+        ref = self.motions.sample(m, start)
+        root_pos, root_quat = ref.pos_w[:, 0].copy(), ref.quat_w[:, 0].copy()
+        dof, dof_vel = ref.dof_pos.copy(), ref.dof_vel.copy()
+        level = self.cfg.domain_rand.init_noise
+        if level:
+            root_pos += self.rng.normal(0, 0.05 * level, root_pos.shape)
+            dof += self.rng.normal(0, 0.1 * level, dof.shape)
+            dof_vel += self.rng.normal(0, 0.15 * level, dof_vel.shape)
+        self.sim.reset(
+            env_ids,
+            root_pos,
+            root_quat,
+            ref.lin_vel_w[:, 0],
+            ref.ang_vel_w[:, 0],
+            self.joint_map.apply(dof, fill=self.default_q_motor),
+            self.joint_map.apply(dof_vel, fill=0.0),
+        )
+        mask = np.zeros(self.num_envs, dtype=bool)
+        mask[env_ids] = True
+        self._actor.reset(mask)
+        self._critic_hist.reset(mask)
+        self.action[env_ids] = 0.0
+        self.prev_action[env_ids] = 0.0
+        self._queue[env_ids] = 0.0
+        self.push_timer_s[env_ids] = 0.0
+        self._refresh()
+
+    def _randomize(self, env_ids: np.ndarray) -> None:
+        dr = self.cfg.domain_rand
+        if dr.friction_range is not None:
+            self.sim.set_model_variant(env_ids, self.rng.integers(0, dr.friction_variants, env_ids.size))
+        if dr.kp_scale_range is not None:
+            kp = np.broadcast_to(self.sim.motor_params.kp_scale, (self.num_envs, g1.NUM_MOTORS)).copy()
+            kp[env_ids] = self.rng.uniform(*dr.kp_scale_range, (env_ids.size, 1)) * self.profile.kp_scale
+            self.sim.motor_params = dataclasses.replace(self.sim.motor_params, kp_scale=kp)
+        if dr.delay_ms_range is not None:
+            lo, hi = (self._delay_steps(v) for v in dr.delay_ms_range)
+            self.delay[env_ids] = self.rng.integers(lo, hi + 1, env_ids.size)
+
+    def _update_curricula(self, env_ids: np.ndarray) -> None:
+        cur, t = self.cfg.curriculum, self.cfg.terminations
+        finished = self.episode_step[env_ids]
+        finished = finished[finished > 0]
+        for length in finished:
+            self.avg_episode_length += (
+                cur.ema * (length - self.avg_episode_length) if self.avg_episode_length else float(length)
+            )
+        k = finished.size
+        if k == 0:
+            return
+        if self.avg_episode_length > cur.length_high:
+            self.penalty_scale = min(1.0, self.penalty_scale * (1 + cur.penalty_degree) ** k)
+            if t.far_curriculum:
+                self.far_threshold = max(t.far_range[0], self.far_threshold * (1 - t.far_degree) ** k)
+        elif self.avg_episode_length < cur.length_low:
+            self.penalty_scale = max(0.0, self.penalty_scale * (1 - cur.penalty_degree) ** k)
+            if t.far_curriculum:
+                self.far_threshold = min(t.far_range[1], self.far_threshold * (1 + t.far_degree) ** k)
+
+    def _log_episode_sums(self, env_ids: np.ndarray) -> None:
+        """Mean over the finished episodes of each term's episode return (weighted, × dt)."""
+        done = env_ids[self.episode_step[env_ids] > 0]
+        if done.size:
+            log = self.extras.setdefault("log", {})
+            for key, buf in self.episode_sums.items():
+                log[f"Episode_Reward/{key}"] = float(np.mean(buf[done]))
+        for buf in self.episode_sums.values():
+            buf[env_ids] = 0.0
+
+    # --- observations -----------------------------------------------------------------------------------
+    def obs_inputs(self) -> ObsInputs:
+        """The deploy observation inputs for the current state (what the policy node would see)."""
+        s = self.state
+        return ObsInputs(
+            q=self.q,
+            dq=self.dq,
+            quat_wxyz=s.root_quat_w,
+            gyro_b=s.root_ang_vel_b,
+            last_action=self.action,
+            phase=self.phase,
+            default_q=self.default_q,
+        )
+
+    def observations(self) -> dict[str, np.ndarray]:
+        """``actor`` (ASAP 380-dim, noisy) and ``critic`` (noise-free actor terms + privileged terms)."""
+        values = compute_terms(self.actor_spec, self.obs_inputs())
+        noisy = dict(values)
+        for name, width in self.cfg.observations.noise.items():
+            noisy[name] = values[name] + self.rng.uniform(-width, width, values[name].shape)
+        actor = self._actor.build_from_values(noisy)
+        privileged = [
+            self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
+        ]
+        critic = np.concatenate([self._critic_hist.build_from_values(values), *privileged], axis=1)
+        return {"actor": actor, "critic": critic}

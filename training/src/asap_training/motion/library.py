@@ -1,0 +1,131 @@
+"""Reference motions after FK, and a library that samples them at arbitrary times (lerp/slerp)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.ndimage import gaussian_filter1d
+
+from asap_core.joint_map import JointMap
+from asap_training import quat
+from asap_training.motion.clip import MotionClip
+from asap_training.motion.kinematics import G1Kinematics
+
+
+@dataclass(frozen=True)
+class MotionState:
+    """The reference at a batch of times. Point 0 is the root (pelvis); world frame; ``(N, ...)``."""
+
+    dof_pos: np.ndarray
+    dof_vel: np.ndarray
+    pos_w: np.ndarray
+    """(N, 27, 3) tracked point positions."""
+    quat_w: np.ndarray
+    """(N, 27, 4) tracked point orientations (wxyz)."""
+    lin_vel_w: np.ndarray
+    ang_vel_w: np.ndarray
+
+
+@dataclass(frozen=True)
+class ReferenceMotion:
+    """One clip after FK, frame-indexed, joints in the requested (policy) order."""
+
+    name: str
+    fps: float
+    joint_names: tuple[str, ...]
+    dof_pos: np.ndarray
+    """(T, J)"""
+    dof_vel: np.ndarray
+    pos_w: np.ndarray
+    """(T, 27, 3)"""
+    quat_w: np.ndarray
+    lin_vel_w: np.ndarray
+    ang_vel_w: np.ndarray
+
+    @property
+    def num_frames(self) -> int:
+        """Number of frames."""
+        return self.dof_pos.shape[0]
+
+    @property
+    def duration_s(self) -> float:
+        """``(T - 1) / fps``."""
+        return (self.num_frames - 1) / self.fps
+
+
+def reference_from_clip(
+    clip: MotionClip, kin: G1Kinematics, joint_names: Sequence[str], smooth_frames: float = 2.0
+) -> ReferenceMotion:
+    """FK a clip and derive velocities as ASAP's motion library does.
+
+    Point velocities are finite differences smoothed by a Gaussian of ``smooth_frames`` frames (ASAP: σ = 2),
+    joint velocities plain finite differences. Joints the clip lacks take 0.
+    """
+    dt = 1.0 / clip.fps
+    pos, rot = kin.points(kin.qpos(clip))
+    lin = np.gradient(pos, dt, axis=0)
+    ang = np.stack([quat.angular_velocity(rot[:, b], dt) for b in range(rot.shape[1])], axis=1)
+    if smooth_frames > 0:
+        lin = gaussian_filter1d(lin, smooth_frames, axis=0, mode="nearest")
+        ang = gaussian_filter1d(ang, smooth_frames, axis=0, mode="nearest")
+    # Target joints the clip lacks take 0 (ASAP's wrists); clip joints outside the policy are ignored.
+    shared = [n for n in clip.joint_names if n in joint_names]
+    dof = JointMap.from_names(shared, tuple(joint_names)).apply(
+        clip.joint_pos[:, [clip.joint_names.index(n) for n in shared]]
+    )
+    dof_vel = np.gradient(dof, dt, axis=0)
+    return ReferenceMotion(clip.name, clip.fps, tuple(joint_names), dof, dof_vel, pos, rot, lin, ang)
+
+
+class MotionLibrary:
+    """Several reference motions concatenated frame-wise, sampled per env by (motion id, time)."""
+
+    def __init__(self, motions: Sequence[ReferenceMotion]) -> None:
+        """Concatenate; all motions must share the same joint order."""
+        if not motions:
+            raise ValueError("a motion library needs at least one motion")
+        names = {m.joint_names for m in motions}
+        if len(names) != 1:
+            raise ValueError("all motions of a library must use the same joint order")
+        self.motions = tuple(motions)
+        self.joint_names = motions[0].joint_names
+        self.fps = np.array([m.fps for m in motions])
+        self.num_frames = np.array([m.num_frames for m in motions])
+        self.duration_s = np.array([m.duration_s for m in motions])
+        self._start = np.concatenate(([0], np.cumsum(self.num_frames)[:-1]))
+        cat = lambda field: np.concatenate([getattr(m, field) for m in motions], axis=0)  # noqa: E731
+        self._dof_pos, self._dof_vel = cat("dof_pos"), cat("dof_vel")
+        self._pos, self._quat = cat("pos_w"), cat("quat_w")
+        self._lin, self._ang = cat("lin_vel_w"), cat("ang_vel_w")
+
+    @property
+    def num_motions(self) -> int:
+        """Number of motions."""
+        return len(self.motions)
+
+    def phase(self, motion_ids: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+        """ASAP's phase ``t / T`` in [0, 1]."""
+        return np.clip(times_s / self.duration_s[motion_ids], 0.0, 1.0)
+
+    def sample(self, motion_ids: np.ndarray, times_s: np.ndarray) -> MotionState:
+        """The reference of each motion at each time (clamped to the clip), interpolated between frames."""
+        f = np.clip(times_s, 0.0, self.duration_s[motion_ids]) * self.fps[motion_ids]
+        f0 = np.minimum(np.floor(f).astype(np.intp), self.num_frames[motion_ids] - 1)
+        f1 = np.minimum(f0 + 1, self.num_frames[motion_ids] - 1)
+        w = f - f0
+        i0, i1 = self._start[motion_ids] + f0, self._start[motion_ids] + f1
+
+        def lerp(a: np.ndarray) -> np.ndarray:
+            wb = w.reshape(-1, *([1] * (a.ndim - 1)))
+            return (1.0 - wb) * a[i0] + wb * a[i1]
+
+        return MotionState(
+            dof_pos=lerp(self._dof_pos),
+            dof_vel=lerp(self._dof_vel),
+            pos_w=lerp(self._pos),
+            quat_w=quat.slerp(self._quat[i0], self._quat[i1], w[:, None]),
+            lin_vel_w=lerp(self._lin),
+            ang_vel_w=lerp(self._ang),
+        )

@@ -1,0 +1,228 @@
+"""``asap-eval``: closed-loop rollout of a policy artifact on a motion under a dynamics profile.
+
+The artifact is loaded and validated by ``asap_core.artifact``. Two backends:
+
+- ``env`` (default): the training env with every randomization, observation noise and the motion-far
+  termination off, starting at the motion's first frame (policy run by ``asap_core.inference``);
+- ``twin``: the simulated G1 twin's ROS-free core (``asap_sim.twin.Twin``: 500 Hz drives, IMU and joint
+  sensors with the profile's noise and latency) driven by the policy node's own tick code
+  (``asap_core.control.LoadedPolicy``), starting from the twin's standing pose as the node does. The
+  ROS graph version (node + twin over DDS) records episodes that :mod:`asap_training.metrics` also reads.
+
+Writes the metrics of :mod:`asap_training.metrics` as JSON and a plot::
+
+    asap-eval training/policies/arm_swing/policy.onnx --profile nominal --out /tmp/eval
+    asap-eval policy.onnx --backend twin --profile weak_ankles --out /tmp/eval_twin_weak
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from asap_core import g1
+from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
+from asap_core.control import LoadedPolicy, RobotState
+from asap_core.inference import OnnxPolicy
+from asap_core.observation import motion_phase
+from asap_sim.motor import MotorCommand as SimMotorCommand
+from asap_sim.profiles import load_profile
+from asap_sim.twin import Twin, TwinConfig
+from asap_training import quat
+from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
+from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """Recorded points of a closed-loop rollout."""
+
+    robot_pos_w: np.ndarray
+    """(T, 27, 3)"""
+    ref_pos_w: np.ndarray
+    fell: bool
+    dt: float
+
+
+def eval_env_cfg(
+    artifact: PolicyArtifact, motion: str | None, profile: str, physics_hz: float = 200.0
+) -> TrackingEnvCfg:
+    """A deterministic single-env config matching the artifact's contract, at a chosen physics rate."""
+    meta = artifact.metadata
+    decimation = round(physics_hz * meta.control_dt)
+    return TrackingEnvCfg(
+        physics_dt=meta.control_dt / decimation,
+        decimation=decimation,
+        num_envs=1,
+        motions=(motion or meta.motion.name,),
+        profile=profile,
+        random_start=False,
+        joint_names=tuple(meta.joint_names),
+        observations=ObservationCfg(history=max(t.history for t in meta.observation.terms), noise={}),
+        terminations=TerminationCfg(far_threshold=1e9, far_curriculum=False),
+        domain_rand=DomainRandCfg(
+            friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None
+        ),
+    )
+
+
+def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:
+    meta = artifact.metadata
+    pairs = {
+        "default_joint_pos": (env.default_q, meta.array("default_joint_pos")),
+        "kp": (env.joint_map.gather(env.kp_motor), meta.array("kp")),
+        "kd": (env.joint_map.gather(env.kd_motor), meta.array("kd")),
+        "action_scale": (np.full(env.num_actions, env.cfg.actions.scale), meta.array("action_scale")),
+    }
+    for name, (ours, theirs) in pairs.items():
+        if not np.allclose(ours, theirs):
+            raise ContractMismatchError(name, "the artifact differs from the evaluation env")
+    if env.actor_spec.to_dict() != meta.observation.to_dict() or not np.isclose(env.dt, meta.control_dt):
+        raise ContractMismatchError(
+            "observation", "the artifact's observation/control dt differ from the env's"
+        )
+
+
+def rollout(env: TrackingEnv, policy: OnnxPolicy) -> Rollout:
+    """Run until the motion ends or the robot falls; records the state of every policy step."""
+    obs = env.observations()["actor"]
+    robot, ref = [env.points.pos_w[0].copy()], [env.ref.pos_w[0].copy()]
+    while True:
+        out, _, done, extras = env.step(policy(obs[0])[None])
+        obs = out["actor"]
+        if done[0]:
+            fell = not extras["time_outs"][0]
+            return Rollout(np.array(robot), np.array(ref), fell, env.dt)
+        # the state after a step that ended the episode is already the next episode's: not recorded
+        robot.append(env.points.pos_w[0].copy())
+        ref.append(env.ref.pos_w[0].copy())
+
+
+def rollout_twin(artifact: PolicyArtifact, env: TrackingEnv, profile: str) -> Rollout:
+    """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd."""
+    meta = artifact.metadata
+    twin = Twin(load_profile(profile), TwinConfig(band_held=False))
+    policy = LoadedPolicy(artifact)
+    kp_fill, kd_fill = g1.gains(g1.MOTOR_ORDER, "asap")
+    kp = policy.joint_map.apply(policy.kp, fill=kp_fill)
+    kd = policy.joint_map.apply(policy.kd, fill=kd_fill)
+    substeps = round(meta.control_dt / twin.config.physics_dt)
+    # the twin starts at the origin: compare against the reference moved there (heading kept)
+    offset = twin.data.qpos[:3] - env.motions.sample(np.array([0]), np.array([0.0])).pos_w[0, 0]
+    offset[2] = 0.0
+    last_action = np.zeros(policy.num_joints)
+    robot, ref = [], []
+    for tick in range(int(meta.motion.length_s / meta.control_dt) + 1):
+        s = twin.read_state()
+        robot.append(env.kin.points(twin.data.qpos.copy())[0][0])
+        ref.append(env.motions.sample(np.array([0]), np.array([tick * meta.control_dt])).pos_w[0] + offset)
+        if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
+            return Rollout(np.array(robot), np.array(ref), True, meta.control_dt)
+        phase = motion_phase(tick, meta.control_dt, meta.motion.length_s)
+        state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
+        _, raw, _ = policy.step(state, last_action, phase)
+        last_action = np.clip(raw, -policy.clip, policy.clip)
+        q_des = policy.joint_map.apply(
+            policy.default_q + policy.scale * last_action, fill=g1.default_pose(g1.MOTOR_ORDER)
+        )
+        twin.set_command(SimMotorCommand.position(q_des, kp, kd))
+        twin.step(substeps)
+    return Rollout(np.array(robot), np.array(ref), False, meta.control_dt)
+
+
+def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
+    """Per-frame errors and pelvis height, reference vs robot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = np.arange(len(r.robot_pos_w)) * r.dt
+    g, local = per_frame_errors(r.robot_pos_w, r.ref_pos_w)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax1.plot(t, g * 1e3, label=f"global (E_g-mpjpe {m.e_g_mpjpe_mm:.0f} mm)")
+    ax1.plot(t, local * 1e3, label=f"root-relative (E_mpjpe {m.e_mpjpe_mm:.0f} mm)")
+    ax1.set_ylabel("mean point error (mm)")
+    ax1.legend()
+    ax2.plot(t, r.ref_pos_w[:, 0, 2], "k--", label="reference")
+    ax2.plot(t, r.robot_pos_w[:, 0, 2], label="robot")
+    ax2.set_ylabel("pelvis height (m)")
+    ax2.set_xlabel("time (s)")
+    ax2.legend()
+    fig.suptitle(f"{title}: {'success' if m.success else 'FAILED'}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def evaluate(
+    artifact_path: Path,
+    motion: str | None,
+    profile: str,
+    out_dir: Path | None,
+    physics_hz: float = 200.0,
+    backend: str = "env",
+) -> dict:
+    """Evaluate and (optionally) write ``eval.json`` and ``eval.png``; returns the JSON dict."""
+    artifact = load_artifact(artifact_path)
+    env = TrackingEnv(eval_env_cfg(artifact, motion, profile, physics_hz))
+    _check_contract(env, artifact)
+    if backend == "twin":
+        r = rollout_twin(artifact, env, profile)
+        where = "twin core (asap_sim.twin, 500 Hz) ticked by asap_core.control.LoadedPolicy"
+    else:
+        r = rollout(env, OnnxPolicy(artifact))
+        where = f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)"
+    m = tracking_metrics(r.robot_pos_w, r.ref_pos_w, r.fell)
+    result = {
+        "artifact": str(artifact_path),
+        "sha256": artifact.sha256,
+        "policy": artifact.metadata.name,
+        "motion": env.motions.motions[0].name,
+        "profile": profile,
+        "env": where,
+        "duration_s": float(len(r.robot_pos_w) * r.dt),
+        "motion_length_s": float(env.motions.duration_s[0]),
+        **m.to_dict(),
+    }
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+        plot(r, m, f"{result['policy']} on {result['motion']} ({profile})", out_dir / "eval.png")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry point."""
+    p = argparse.ArgumentParser(
+        prog="asap-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("artifact", type=Path, help="policy .onnx (asap_core artifact)")
+    p.add_argument("--motion", help="clip name or motion file (default: the artifact's motion)")
+    p.add_argument("--profile", default="nominal", help="asap_sim dynamics profile name or YAML path")
+    p.add_argument(
+        "--backend",
+        choices=("env", "twin"),
+        default="env",
+        help="env: the training env; twin: the twin's ROS-free core ticked like the node",
+    )
+    p.add_argument(
+        "--physics-hz",
+        type=float,
+        default=200.0,
+        help="physics rate of the env backend; training uses 200, the twin runs 500",
+    )
+    p.add_argument("--out", type=Path, help="folder for eval.json and eval.png (default: print only)")
+    args = p.parse_args(argv)
+    result = evaluate(args.artifact, args.motion, args.profile, args.out, args.physics_hz, args.backend)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

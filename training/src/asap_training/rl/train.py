@@ -1,0 +1,234 @@
+"""``asap-train``: PPO (rsl_rl) on the tracking env, with tensorboard logs, checkpoints, resume and export.
+
+A run directory holds everything needed to reproduce and resume it::
+
+    <run>/params/env.yaml, ppo.yaml    resolved configs (resume reads them back)
+    <run>/model_<it>.pt                checkpoints (policy, critic, optimizer, env curricula)
+    <run>/progress.jsonl               one line per iteration: reward, episode length, tracking reward, fps
+    <run>/events.out.tfevents.*        tensorboard (tensorboard --logdir <run>)
+    <run>/policy.onnx                  the exported artifact (asap_core.artifact), written at the end
+
+Examples::
+
+    asap-train --run-dir /work/runs/arm_swing --motion arm_swing --iterations 1500
+    asap-train --run-dir /work/runs/arm_swing --resume --iterations 3000     # continue to 3000
+    asap-train --run-dir /tmp/r --motion ../shared/data/asap_g1/motions/video_kick_level1_filter_amass.pkl
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import yaml
+from rsl_rl.runners import OnPolicyRunner
+from tqdm import tqdm
+
+from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
+from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.rl.config import PpoCfg
+from asap_training.rl.vecenv import RslRlVecEnv
+
+TRACKING_TERMS = (
+    "body_pos",
+    "vr_3point",
+    "feet_pos",
+    "body_rot",
+    "body_ang_vel",
+    "body_lin_vel",
+    "dof_pos",
+    "dof_vel",
+)
+"""The exp-kernel terms of Table I; the mean episode return of their sum is ``tracking_reward`` in
+progress.jsonl (it grows with both tracking quality and survival)."""
+
+
+class TrackingRunner(OnPolicyRunner):
+    """rsl_rl's runner that also checkpoints the env's curricula and reports to a progress bar + JSONL."""
+
+    def __init__(self, env: RslRlVecEnv, train_cfg: dict, log_dir: str | None, progress: bool = True) -> None:
+        """Create the runner; hook the logger so each iteration is summarized, not printed."""
+        super().__init__(env, train_cfg, log_dir=log_dir, device="cpu")
+        self.tracking_env: TrackingEnv = env.env
+        self.history: list[dict] = []
+        self._progress = progress
+        self._bar: tqdm | None = None
+        self._log = self.logger.log
+        self.logger.log = self._log_iteration
+
+    def save(self, path: str, infos: dict | None = None) -> None:
+        """Checkpoint with the env's curriculum state."""
+        super().save(path, {"curriculum": self.tracking_env.curriculum_state(), **(infos or {})})
+
+    def load(
+        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
+    ) -> dict:
+        """Restore models, optimizer and the env's curricula."""
+        infos = super().load(path, load_cfg, strict, map_location) or {}
+        if "curriculum" in infos:
+            self.tracking_env.set_curriculum_state(infos["curriculum"])
+        return infos
+
+    def _log_iteration(
+        self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **kwargs: object
+    ) -> None:
+        lg = self.logger
+        terms: dict[str, list[float]] = {}
+        for ep in lg.ep_extras:
+            for key, value in ep.items():
+                if key.startswith("Episode_Reward/"):
+                    terms.setdefault(key.removeprefix("Episode_Reward/"), []).append(float(value))
+        mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+        row = {
+            "iteration": it,
+            "mean_reward": mean(list(lg.rewbuffer)),
+            "mean_episode_length": mean(list(lg.lenbuffer)),
+            "tracking_reward": sum(mean(terms[k]) for k in TRACKING_TERMS if k in terms)
+            if terms
+            else float("nan"),
+            "penalty_scale": self.tracking_env.penalty_scale,
+            "far_threshold": self.tracking_env.far_threshold,
+            "steps_per_s": self.env.num_envs * self.cfg["num_steps_per_env"] / (collect_time + learn_time),
+            "collect_s": collect_time,
+            "learn_s": learn_time,
+            "time": time.time(),
+        }
+        self.history.append(row)
+        if lg.log_dir:
+            with open(Path(lg.log_dir) / "progress.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
+        with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints a page per iteration
+            self._log(
+                it=it,
+                start_it=start_it,
+                total_it=total_it,
+                collect_time=collect_time,
+                learn_time=learn_time,
+                **kwargs,
+            )
+        if self._progress:
+            if self._bar is None:
+                self._bar = tqdm(total=total_it, initial=start_it, desc="PPO", unit="it", dynamic_ncols=True)
+            self._bar.update(1)
+            self._bar.set_postfix(
+                reward=f"{row['mean_reward']:.2f}",
+                ep_len=f"{row['mean_episode_length']:.0f}",
+                track=f"{row['tracking_reward']:.3f}",
+                sps=f"{row['steps_per_s']:.0f}",
+            )
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint with the highest iteration in a run directory."""
+    found = [
+        (int(m.group(1)), p)
+        for p in run_dir.glob("model_*.pt")
+        if (m := re.fullmatch(r"model_(\d+)\.pt", p.name))
+    ]
+    return max(found)[1] if found else None
+
+
+def write_params(run_dir: Path, env_cfg: TrackingEnvCfg, ppo_cfg: PpoCfg) -> None:
+    """Resolved configs next to the checkpoints."""
+    (run_dir / "params").mkdir(parents=True, exist_ok=True)
+    (run_dir / "params" / "env.yaml").write_text(yaml.safe_dump(env_cfg.to_dict(), sort_keys=False))
+    (run_dir / "params" / "ppo.yaml").write_text(yaml.safe_dump(ppo_cfg.to_dict(), sort_keys=False))
+
+
+def read_params(run_dir: Path) -> tuple[TrackingEnvCfg, PpoCfg]:
+    """Configs a run was started with."""
+    env = yaml.safe_load((run_dir / "params" / "env.yaml").read_text())
+    ppo = yaml.safe_load((run_dir / "params" / "ppo.yaml").read_text())
+    return TrackingEnvCfg.from_dict(env), PpoCfg.from_dict(ppo)
+
+
+def train(
+    env_cfg: TrackingEnvCfg, ppo_cfg: PpoCfg, run_dir: Path, resume: bool = False, progress: bool = True
+) -> TrackingRunner:
+    """Train until ``ppo_cfg.max_iterations`` (counting the iterations of a resumed run)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_params(run_dir, env_cfg, ppo_cfg)
+    torch.manual_seed(env_cfg.seed)
+    env = RslRlVecEnv(TrackingEnv(env_cfg))
+    runner = TrackingRunner(env, ppo_cfg.to_rsl_rl(), log_dir=str(run_dir), progress=progress)
+    checkpoint = latest_checkpoint(run_dir) if resume else None
+    if checkpoint is not None:
+        runner.load(str(checkpoint))
+    remaining = ppo_cfg.max_iterations - runner.current_learning_iteration
+    if remaining > 0:
+        runner.learn(remaining)
+    return runner
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="asap-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--run-dir", type=Path, required=True, help="output/resume directory (outside git)")
+    p.add_argument(
+        "--motion",
+        action="append",
+        help="shipped clip name (arm_swing, squat, side_step, kick) or a .pkl/.npz/.csv path; "
+        "repeatable (default: arm_swing)",
+    )
+    p.add_argument("--iterations", type=int, help="total PPO iterations (default 1000)")
+    p.add_argument("--num-envs", type=int, help="parallel envs (default 64)")
+    p.add_argument("--profile", help="asap_sim dynamics profile to train in (default nominal)")
+    p.add_argument("--no-dr", action="store_true", help="disable domain randomization (Table VI)")
+    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("--env-config", type=Path, help="YAML of TrackingEnvCfg fields (as params/env.yaml)")
+    p.add_argument("--ppo-config", type=Path, help="YAML of PpoCfg fields (as params/ppo.yaml)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the latest checkpoint of --run-dir with its saved configs",
+    )
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--no-export", action="store_true", help="do not write <run>/policy.onnx at the end")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry point."""
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.resume and (args.run_dir / "params").is_dir():
+        env_cfg, ppo_cfg = read_params(args.run_dir)
+    else:
+        env_cfg = (
+            TrackingEnvCfg.from_dict(yaml.safe_load(args.env_config.read_text()))
+            if args.env_config
+            else TrackingEnvCfg()
+        )
+        ppo_cfg = (
+            PpoCfg.from_dict(yaml.safe_load(args.ppo_config.read_text())) if args.ppo_config else PpoCfg()
+        )
+    if args.motion:
+        env_cfg.motions = tuple(args.motion)
+    for field, value in (("num_envs", args.num_envs), ("profile", args.profile), ("seed", args.seed)):
+        if value is not None:
+            setattr(env_cfg, field, value)
+    if args.no_dr:
+        env_cfg.domain_rand = DomainRandCfg(
+            friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None
+        )
+    if args.iterations is not None:
+        ppo_cfg.max_iterations = args.iterations
+    runner = train(env_cfg, ppo_cfg, args.run_dir, resume=args.resume, progress=not args.quiet)
+    if not args.no_export:
+        from asap_training.rl.export import export_runner
+
+        sha = export_runner(runner, args.run_dir / "policy.onnx", run_name=str(args.run_dir))
+        print(f"exported {args.run_dir / 'policy.onnx'} (sha256 {sha[:12]})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The simulator seam: what the tracking MDP needs from a batch of G1 physics instances.
+
+The MDP (observations, rewards, terminations, resets, randomization) only talks to a :class:`Simulator`.
+The CPU backend (:class:`asap_training.sim.mujoco_cpu.MujocoCpuSimulator`) steps N ``MjData`` with C
+MuJoCo; a GPU backend (mujoco-warp) implements the same protocol over device arrays and is selected by
+``TrackingEnvCfg.simulator`` without touching the MDP. Contract for a backend:
+
+* :attr:`state` is refreshed after :meth:`reset` and after every :meth:`step`; arrays are numpy views the
+  MDP may read but not keep across steps (a GPU backend copies once per policy step).
+* :meth:`step` runs ``substeps`` physics steps, each computing the motor torques with
+  ``asap_sim.motor.pd_torque`` from the joint state of that substep (the PD loop runs at physics rate).
+* Joints are in ``g1.MOTOR_ORDER``; bodies in :data:`asap_training.robot.RIGID_BODIES`; quaternions wxyz.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from asap_sim.motor import MotorCommand, MotorParams
+
+
+@dataclass(eq=False)
+class SimState:
+    """Batched robot state, leading axis = env. World frame unless the name ends in ``_b``."""
+
+    root_pos_w: np.ndarray
+    """(N, 3)"""
+    root_quat_w: np.ndarray
+    """(N, 4)"""
+    root_lin_vel_w: np.ndarray
+    root_ang_vel_b: np.ndarray
+    """(N, 3) pelvis angular velocity in the pelvis frame (what the IMU gyro measures)."""
+    joint_pos: np.ndarray
+    """(N, 29) motor order."""
+    joint_vel: np.ndarray
+    joint_torque: np.ndarray
+    """(N, 29) torques applied in the last physics substep."""
+    body_pos_w: np.ndarray
+    """(N, 24, 3)"""
+    body_quat_w: np.ndarray
+    body_lin_vel_w: np.ndarray
+    body_ang_vel_w: np.ndarray
+    foot_force: np.ndarray
+    """(N, 2) magnitude of the floor contact force on each foot (left, right), N."""
+
+    @classmethod
+    def zeros(cls, num_envs: int, num_joints: int, num_bodies: int) -> SimState:
+        """Preallocated state."""
+        z = np.zeros
+        return cls(
+            z((num_envs, 3)),
+            np.tile([1.0, 0, 0, 0], (num_envs, 1)),
+            z((num_envs, 3)),
+            z((num_envs, 3)),
+            z((num_envs, num_joints)),
+            z((num_envs, num_joints)),
+            z((num_envs, num_joints)),
+            z((num_envs, num_bodies, 3)),
+            np.tile([1.0, 0, 0, 0], (num_envs, num_bodies, 1)),
+            z((num_envs, num_bodies, 3)),
+            z((num_envs, num_bodies, 3)),
+            z((num_envs, 2)),
+        )
+
+
+class Simulator(Protocol):
+    """A batch of G1 physics instances (see the module docstring for the contract)."""
+
+    num_envs: int
+    physics_dt: float
+    state: SimState
+    motor_params: MotorParams
+    """Drive scales; arrays broadcast to (N, 29) so domain randomization can vary them per env."""
+
+    def reset(
+        self,
+        env_ids: np.ndarray,
+        root_pos_w: np.ndarray,
+        root_quat_w: np.ndarray,
+        root_lin_vel_w: np.ndarray,
+        root_ang_vel_w: np.ndarray,
+        joint_pos: np.ndarray,
+        joint_vel: np.ndarray,
+    ) -> None:
+        """Teleport the given envs to a state (joint arrays (M, 29), motor order)."""
+
+    def step(self, command: MotorCommand, substeps: int) -> None:
+        """Hold ``command`` (batched (N, 29)) for ``substeps`` physics steps with the PD drive law."""
+
+    def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
+        """Add a velocity kick (M, 3) to the pelvis of the given envs."""
+
+    def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
+        """Use model variant ``variant[i]`` (physics parameters, e.g. friction) for env ``env_ids[i]``."""

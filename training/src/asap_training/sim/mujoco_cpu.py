@@ -1,0 +1,161 @@
+"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped env by env in a tight loop."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+
+from asap_core import g1
+from asap_sim.model import FEET, G1Indices
+from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, pd_torque
+from asap_training import quat
+from asap_training.robot import RIGID_BODIES
+from asap_training.sim.base import SimState
+
+
+def _as_slice(index: np.ndarray) -> slice | np.ndarray:
+    """A contiguous ascending index array as a slice (else unchanged)."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0] + index.size))
+    return index
+
+
+class MujocoCpuSimulator:
+    """CPU backend of :class:`asap_training.sim.base.Simulator`.
+
+    ``models`` are variants of one G1 model built by ``asap_sim.model.build_model`` (same structure,
+    different physics parameters, e.g. floor friction for domain randomization); each env steps with the
+    variant it was assigned (variant 0 at start).
+    """
+
+    def __init__(
+        self,
+        models: Sequence[mujoco.MjModel],
+        num_envs: int,
+        motor_params: MotorParams,
+        latency_steps: int = 0,
+    ) -> None:
+        """Create the ``MjData`` and resolve indices once."""
+        self.models = list(models)
+        self.num_envs = num_envs
+        m = self.models[0]
+        self.physics_dt = float(m.opt.timestep)
+        self.idx = G1Indices.from_model(m)
+        self.body_ids = np.array([m.body(n).id for n in RIGID_BODIES])
+        self._foot_sensors = [self.idx.sensor[f"{side}_foot_contact"] for side in FEET]
+        self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
+        self.variant = np.zeros(num_envs, dtype=np.intp)
+        self.state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
+        self.motor_params = motor_params
+        # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
+        self._qpos_sl, self._qvel_sl, self._ctrl_sl = (
+            _as_slice(a) for a in (self.idx.qpos, self.idx.qvel, self.idx.actuator)
+        )
+        d0 = self.datas[0]
+        self._raw = {
+            name: np.zeros((num_envs, *np.shape(arr)))
+            for name, arr in (
+                ("qpos", d0.qpos),
+                ("qvel", d0.qvel),
+                ("xpos", d0.xpos),
+                ("xquat", d0.xquat),
+                ("cvel", d0.cvel),
+                ("com", d0.subtree_com[0]),
+                ("sensor", d0.sensordata),
+            )
+        }
+        # one FIFO per env: with env-major stepping each env's commands go through its own latency line
+        self._delays = [
+            CommandDelay(latency_steps, MotorCommand.off()) if latency_steps else None
+            for _ in range(num_envs)
+        ]
+        for d in self.datas:
+            mujoco.mj_forward(m, d)
+        self._read_state()
+
+    def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
+        """Assign physics variants per env (takes effect at the next step)."""
+        self.variant[env_ids] = variant
+
+    def reset(
+        self,
+        env_ids: np.ndarray,
+        root_pos_w: np.ndarray,
+        root_quat_w: np.ndarray,
+        root_lin_vel_w: np.ndarray,
+        root_ang_vel_w: np.ndarray,
+        joint_pos: np.ndarray,
+        joint_vel: np.ndarray,
+    ) -> None:
+        """Teleport envs; free-joint qvel is (world linear, body angular) velocity."""
+        ang_b = quat.rotate_inv(root_quat_w, root_ang_vel_w)
+        for k, i in enumerate(env_ids):
+            d = self.datas[i]
+            mujoco.mj_resetData(self.models[self.variant[i]], d)
+            d.qpos[:3], d.qpos[3:7] = root_pos_w[k], root_quat_w[k]
+            d.qvel[:3], d.qvel[3:6] = root_lin_vel_w[k], ang_b[k]
+            d.qpos[self.idx.qpos] = joint_pos[k]
+            d.qvel[self.idx.qvel] = joint_vel[k]
+            mujoco.mj_forward(self.models[self.variant[i]], d)
+        self._read_state(env_ids)
+
+    def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
+        """Kick the pelvis."""
+        for k, i in enumerate(env_ids):
+            self.datas[i].qvel[:3] += delta_lin_vel_w[k]
+
+    @property
+    def motor_params(self) -> MotorParams:
+        """Drive scales, broadcast to (N, 29); setting them re-slices the per-env rows once."""
+        return self._motor_params
+
+    @motor_params.setter
+    def motor_params(self, params: MotorParams) -> None:
+        self._motor_params = params
+        rows = {
+            f.name: np.broadcast_to(getattr(params, f.name), (self.num_envs, g1.NUM_MOTORS))
+            for f in dataclasses.fields(params)
+        }
+        self._env_params = [MotorParams(**{k: v[i] for k, v in rows.items()}) for i in range(self.num_envs)]
+
+    def step(self, command: MotorCommand, substeps: int) -> None:
+        """Each env runs its substeps back to back (its MjData stays in cache), with the PD law of
+        ``asap_sim.motor.pd_torque`` on its own joint state at every physics step."""
+        q, dq, act = self._qpos_sl, self._qvel_sl, self._ctrl_sl
+        for i, d in enumerate(self.datas):
+            model, params, delay = self.models[self.variant[i]], self._env_params[i], self._delays[i]
+            cmd = MotorCommand(**{f.name: getattr(command, f.name)[i] for f in dataclasses.fields(command)})
+            for _ in range(substeps):
+                applied = delay.push(cmd) if delay else cmd
+                tau = pd_torque(applied, d.qpos[q], d.qvel[dq], params)
+                d.ctrl[act] = tau
+                mujoco.mj_step(model, d)
+            self.state.joint_torque[i] = tau
+        self._read_state()
+
+    def _read_state(self, env_ids: np.ndarray | None = None) -> None:
+        """Copy raw arrays env by env (plain slices), then derive everything batched."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        raw = self._raw
+        for i in ids:
+            d = self.datas[i]
+            raw["qpos"][i], raw["qvel"][i] = d.qpos, d.qvel
+            raw["xpos"][i], raw["xquat"][i], raw["cvel"][i] = d.xpos, d.xquat, d.cvel
+            raw["com"][i], raw["sensor"][i] = d.subtree_com[0], d.sensordata
+        s, b = self.state, self.body_ids
+        qpos, qvel = raw["qpos"][ids], raw["qvel"][ids]
+        s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
+        s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]
+        s.joint_pos[ids], s.joint_vel[ids] = qpos[:, self._qpos_sl], qvel[:, self._qvel_sl]
+        xpos, cvel = raw["xpos"][ids][:, b], raw["cvel"][ids][:, b]
+        s.body_pos_w[ids], s.body_quat_w[ids] = xpos, raw["xquat"][ids][:, b]
+        s.body_ang_vel_w[ids] = cvel[..., :3]
+        # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
+        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - raw["com"][ids][:, None])
+        sensor = raw["sensor"][ids]
+        s.foot_force[ids] = np.stack(
+            [np.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self._foot_sensors], axis=1
+        )
