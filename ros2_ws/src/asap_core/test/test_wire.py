@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asap_core.crc import lowcmd_crc, lowstate_crc
-from asap_core.wire import LOWSTATE_WIRE_SIZE, decode_lowstate, encode_lowcmd
+from asap_core.crc import LOWCMD_DTYPE, LOWSTATE_DTYPE, lowcmd_crc, lowstate_crc, pack_lowstate
+from asap_core.wire import LOWSTATE_WIRE_SIZE, WireCodec, cdr_gather_index, decode_lowstate, encode_lowcmd
 
 pytest.importorskip("rclpy")
 from rclpy.serialization import deserialize_message, serialize_message
@@ -60,3 +60,43 @@ def test_decode_lowstate_reads_every_field_it_exposes_and_checks_the_crc() -> No
     assert decode_lowstate(serialize_message(msg), check_crc=False).crc_ok
     with pytest.raises(ValueError, match="2092 bytes"):
         decode_lowstate(data[:-4])
+
+
+def _random_lowstate(rng: np.random.Generator) -> LowState:
+    def f32() -> float:
+        return float(np.float32(rng.normal()))  # exactly representable on the wire
+
+    msg = LowState(version=[1, 2], mode_pr=1, mode_machine=5, tick=123456)
+    imu = msg.imu_state
+    imu.quaternion = [f32() for _ in range(4)]
+    imu.gyroscope, imu.accelerometer, imu.rpy = ([f32() for _ in range(3)] for _ in range(3))
+    imu.temperature = -7
+    for i, m in enumerate(msg.motor_state):
+        m.mode, m.q, m.dq, m.ddq, m.tau_est = i % 2, f32(), f32(), f32(), f32()
+        m.temperature, m.vol, m.sensor, m.motorstate, m.reserve = [i, -i], f32(), [i, 7], i, [1, 2, 3, i]
+    msg.wireless_remote = list(range(40))
+    msg.reserve = [9, 8, 7, 6]
+    msg.crc = lowstate_crc(msg)
+    return msg
+
+
+def test_cdr_layout_differs_from_c_only_by_alignment() -> None:
+    index = cdr_gather_index(LOWSTATE_DTYPE)
+    assert index.size + 4 == len(serialize_message(LowState()))  # 2088 payload bytes + header
+    assert sorted(index[index >= 0]) == sorted(set(index[index >= 0]))  # each C byte at most once
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lowstate_round_trip_matches_rclpy(seed: int) -> None:
+    msg = _random_lowstate(np.random.default_rng(seed))
+    codec = WireCodec(LOWSTATE_DTYPE)
+    image = pack_lowstate(msg)
+    image["crc"] = msg.crc
+    assert deserialize_message(codec.to_cdr(image), LowState) == msg
+    assert codec.from_cdr(serialize_message(msg)).tobytes() == image.tobytes()
+    assert codec.crc(image) == lowstate_crc(msg)
+
+
+def test_lowcmd_wrong_size_is_rejected() -> None:
+    with pytest.raises(ValueError, match="expected 1004 bytes"):
+        WireCodec(LOWCMD_DTYPE).from_cdr(b"\x00\x01\x00\x00" + bytes(10))
