@@ -252,6 +252,9 @@ def test_invalid_artifacts_are_refused_while_the_policy_keeps_running(graph: Gra
 def test_second_lowcmd_publisher_blocks_leaving_zero_torque(graph: Graph) -> None:
     graph.to_hold()
     graph.set_mode(SetMode.Request.REQUEST_ZERO_TORQUE)
+    # HOLD commands already in flight may still arrive; start judging once the robot sees zero torque
+    graph.wait(lambda: (c := graph.fake.commands_since(time.monotonic() - 0.05)) and c[-1].is_zero_torque,
+               10.0, "zero-torque commands on /lowcmd")
     rogue = rclpy.create_node("rogue_controller")
     rogue.create_publisher(LowCmd, "/lowcmd", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
     try:
