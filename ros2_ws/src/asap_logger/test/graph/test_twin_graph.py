@@ -72,8 +72,10 @@ def test_twin_episode_complete_and_byte_identical(tmp_path: Path) -> None:
     # episode must be there: 2 ms of simulated time per state, none missing.
     missing = sorted(set(range(ticks[0], ticks[-1] + 1, 2)) - stored.keys())
     also_lost = [t for t in missing if t not in seen]
-    assert not missing, (f"{len(missing)} states missing (first {missing[:5]}); {len(also_lost)} of them "
-                         "never reached the independent subscriber either")
+    assert not missing, (
+        f"{len(missing)} states missing (first {missing[:5]}); {len(also_lost)} of them "
+        "never reached the independent subscriber either"
+    )
     assert len(ticks) > 1000
     common = stored.keys() & seen.keys()
     assert len(common) > 0.99 * len(stored)
