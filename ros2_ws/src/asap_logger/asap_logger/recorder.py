@@ -288,10 +288,13 @@ class Recorder:
         queue = self._queue
         while queue:
             item = queue.popleft()
-            if isinstance(item[0], int):
+            if type(item[0]) is int:
                 self._out_bytes += len(item[3])
                 if self._writing is not None:
-                    self._guard(self._write, item)
+                    try:
+                        self._write(item)
+                    except Exception as exc:  # any failure of the writer fails the episode, never the node
+                        self._fail(self._writing, exc)
             else:
                 self._control(item)
         if self._writing is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import rclpy
@@ -25,6 +26,7 @@ from rclpy.node import Node
 from rclpy.parameter import parameter_value_to_python
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 
 from asap_logger.bag import BagCfg, TopicInfo, qos_profile
 from asap_logger.errors import ConfigError, DefinitionNotFoundError, StorageError
@@ -103,8 +105,10 @@ class RecorderNode(Node):
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_service(StartEpisode, "~/start_episode", self._start_srv)
         self.create_service(StopEpisode, "~/stop_episode", self._stop_srv)
-        if p["auto_episodes"]:
-            self.create_subscription(PolicyStatus, p["status_topic"], self._on_status, 10)
+        if p["auto_episodes"] and p["status_topic"] not in p["topics"]:
+            raise ConfigError(
+                f"auto_episodes needs status_topic {p['status_topic']!r} among the recorded topics"
+            )
         self._twin_client: AsyncParameterClient | None = None  # created when the twin shows up
         self._twin_pending = False
         self.create_timer(p["discovery_period_s"], self._discover)
@@ -156,6 +160,8 @@ class RecorderNode(Node):
         )
         key = self.recorder.add_topic(TopicInfo(topic, definition, tuple(_qos_dict(q) for q in offered)))
         push = self.recorder.push
+        if topic == self._params["status_topic"] and self._params["auto_episodes"]:
+            push = self._status_pusher(push)
         taken: list = []
 
         def on_message(data: bytes, info: dict) -> None:
@@ -170,6 +176,34 @@ class RecorderNode(Node):
         taken.append(self.create_subscription(msg_class, topic, on_message, qos, raw=True))
         self._subscribed[topic] = taken[0]
         self.get_logger().info(f"recording {topic} ({msgtype}, {qos.reliability.name.lower()})")
+
+    def _status_pusher(self, push: Callable[[int, int, int, bytes], None]) -> Callable:
+        """Auto mode: decode each (few Hz) status, so the status that starts an episode is its first
+        message and the one that ends it its last."""
+
+        def push_status(key: int, log_ns: int, publish_ns: int, data: bytes) -> None:
+            msg = deserialize_message(data, PolicyStatus)
+            self._status = msg
+            action, self._mode = auto_action(self._mode, msg.mode), msg.mode
+            if action == "start":
+                self._auto(
+                    self._start,
+                    msg.motion_name or msg.policy_name or "policy",
+                    "policy entered POLICY mode",
+                    {},
+                )
+            push(key, log_ns, publish_ns, data)
+            if action == "stop" and self.recorder.episode_id:
+                fault = f" (fault: {msg.fault})" if msg.fault else ""
+                self._auto(self.recorder.stop, f"policy left POLICY for {msg.mode_name}{fault}")
+
+        return push_status
+
+    def _auto(self, action: Callable, *args) -> None:
+        try:
+            action(*args)
+        except StorageError as exc:
+            self.get_logger().error(f"auto episode: {exc}")
 
     def _refresh_twin(self) -> None:
         """Fetch the twin's parameters once whenever it (re)appears in the graph."""
@@ -249,18 +283,6 @@ class RecorderNode(Node):
             event.message_count,
         )
         return response
-
-    def _on_status(self, msg: PolicyStatus) -> None:
-        self._status = msg
-        action, self._mode = auto_action(self._mode, msg.mode), msg.mode
-        try:
-            if action == "start":
-                self._start(msg.motion_name or msg.policy_name or "policy", "policy entered POLICY mode", {})
-            elif action == "stop" and self.recorder.episode_id:
-                fault = f" (fault: {msg.fault})" if msg.fault else ""
-                self.recorder.stop(f"policy left POLICY for {msg.mode_name}{fault}")
-        except StorageError as exc:
-            self.get_logger().error(f"auto episode {action} failed: {exc}")
 
     def _on_event(self, event: EpisodeEvent) -> None:
         msg = EpisodeEventMsg(

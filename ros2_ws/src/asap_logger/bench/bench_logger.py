@@ -204,8 +204,10 @@ def bench_dds(tmp: Path, seconds: float = 10.0) -> Path:
         rates = ", ".join(f"{k} {s[0] / s[1]:.0f} Hz" for k, s in sent.items())
         print(f"  sent {n} ({rates}), recorded {got}: {n - got} dropped; {size / seconds / 1e6:.2f} MB/s")
         per_msg_us = 1e6 * cpu / wall / (n / seconds)
-        print(f"  recorder CPU {100 * cpu / wall:.0f} % of one core = {per_msg_us:.0f} us per message "
-              "(executor + raw callback + writer thread)")
+        print(
+            f"  recorder CPU {100 * cpu / wall:.0f} % of one core = {per_msg_us:.0f} us per message "
+            "(executor + raw callback + writer thread)"
+        )
         _max_rate(rec)
     finally:
         rec.close()

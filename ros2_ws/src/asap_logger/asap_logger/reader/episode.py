@@ -14,9 +14,10 @@ Times: ``t_ns`` is the receive time the recorder stored (MCAP log time, ns since
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Self, TypeVar
 
 import numpy as np
 import yaml
@@ -35,6 +36,8 @@ from asap_logger.errors import (
 )
 from asap_logger.reader.cdr import decode
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True, kw_only=True)
 class TopicNames:
@@ -49,7 +52,7 @@ class TopicNames:
 class _Rows:
     """Row selection shared by the array bundles (every ndarray field has N rows)."""
 
-    def take(self, rows: np.ndarray):
+    def take(self, rows: np.ndarray) -> Self:
         """The same bundle restricted to ``rows``."""
         return replace(
             self,
@@ -215,6 +218,7 @@ class Episode:
         self.metadata = self._episode_metadata()
         self.start_ns = min((t[0] for _, t, _, _ in self._data.values() if t), default=0)
         self._defs: dict[str, dict] = {}
+        self._decoded: dict[str, object] = {}
 
     def _read(self, file: Path, wanted: set[str] | None) -> None:
         entries: dict[int, tuple[str, list, list, list]] = {}
@@ -276,6 +280,11 @@ class Episode:
         raw = self.raw(topic)
         return decode(self._fielddefs(raw.msgtype), raw.msgtype, raw.blobs, field_paths, topic)
 
+    def _once(self, key: str, decode: Callable[[], _T]) -> _T:
+        if key not in self._decoded:
+            self._decoded[key] = decode()
+        return self._decoded[key]
+
     def _fielddefs(self, msgtype: str) -> dict:
         """Field definitions of ``msgtype`` and its dependencies, parsed once from the bag's schema."""
         if msgtype not in self._defs:
@@ -299,7 +308,10 @@ class Episode:
 
     # -- typed streams ----------------------------------------------------------------------------
     def lowstate(self) -> LowStateArrays:
-        """Joint and IMU state from ``unitree_hg/LowState`` (decoded vectorized)."""
+        """Joint and IMU state from ``unitree_hg/LowState`` (decoded once, then cached)."""
+        return self._once("lowstate", self._decode_lowstate)
+
+    def _decode_lowstate(self) -> LowStateArrays:
         topic = self.names.lowstate
         self._expect(topic, "unitree_hg/msg/LowState")
         f = self.decode(
@@ -329,7 +341,10 @@ class Episode:
         )
 
     def lowcmd(self) -> LowCmdArrays:
-        """Commanded targets and gains from ``unitree_hg/LowCmd``."""
+        """Commanded targets and gains from ``unitree_hg/LowCmd`` (decoded once, then cached)."""
+        return self._once("lowcmd", self._decode_lowcmd)
+
+    def _decode_lowcmd(self) -> LowCmdArrays:
         topic = self.names.lowcmd
         self._expect(topic, "unitree_hg/msg/LowCmd")
         keys = ["q", "dq", "tau", "kp", "kd"]
@@ -338,7 +353,10 @@ class Episode:
         return LowCmdArrays(t_ns, t, *(f[f"motor_cmd.{k}"][:, :NUM_MOTORS] for k in keys))
 
     def odometry(self) -> OdometryArrays:
-        """Base pose and velocity from ``nav_msgs/Odometry``."""
+        """Base pose and velocity from ``nav_msgs/Odometry`` (decoded once, then cached)."""
+        return self._once("odometry", self._decode_odometry)
+
+    def _decode_odometry(self) -> OdometryArrays:
         topic = self.names.odometry
         self._expect(topic, "nav_msgs/msg/Odometry")
         pose, twist = "pose.pose.", "twist.twist."
@@ -357,7 +375,10 @@ class Episode:
         return OdometryArrays(t_ns, t, _stamp(f), **stacked)
 
     def policy(self) -> PolicyArrays:
-        """Per-tick policy records from ``asap_msgs/PolicyRecord``."""
+        """Per-tick policy records from ``asap_msgs/PolicyRecord`` (decoded once, then cached)."""
+        return self._once("policy", self._decode_policy)
+
+    def _decode_policy(self) -> PolicyArrays:
         topic = self.names.record
         self._expect(topic, "asap_msgs/msg/PolicyRecord")
         vectors = ["observation", "action_raw", "action", "q_target"]

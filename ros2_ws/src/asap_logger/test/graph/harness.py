@@ -19,8 +19,15 @@ PUBLISHER = HERE / "stream_publisher.py"
 
 def start_recorder(output_dir: Path, *params: str, **popen_kwargs):
     """The recorder node in its own process (auto episodes off, fast discovery)."""
-    args = ["--ros-args", "-p", f"output_dir:={output_dir}", "-p", "auto_episodes:=false",
-            "-p", "discovery_period_s:=0.2"]
+    args = [
+        "--ros-args",
+        "-p",
+        f"output_dir:={output_dir}",
+        "-p",
+        "auto_episodes:=false",
+        "-p",
+        "discovery_period_s:=0.2",
+    ]
     for p in params:
         args += ["-p", p]
     return spawn("-m asap_logger.recorder_node", *args, **popen_kwargs)
@@ -31,7 +38,7 @@ def read_sent(path: Path) -> list[bytes]:
     data, out, pos = path.read_bytes(), [], 0
     while pos < len(data):
         (n,) = struct.unpack_from("<I", data, pos)
-        out.append(data[pos + 4:pos + 4 + n])
+        out.append(data[pos + 4 : pos + 4 + n])
         pos += 4 + n
     return out
 
@@ -45,8 +52,9 @@ class Operator:
         self.stop_client = self.node.create_client(StopEpisode, "/recorder/stop_episode")
         self.events: list[EpisodeEvent] = []
         self.diagnostics: list = []
-        latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                             reliability=ReliabilityPolicy.RELIABLE)
+        latched = QoSProfile(
+            depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
         self.node.create_subscription(EpisodeEvent, "/recorder/episode_events", self.events.append, latched)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
 

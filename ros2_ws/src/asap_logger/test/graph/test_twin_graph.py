@@ -65,18 +65,25 @@ def test_twin_episode_complete_and_byte_identical(tmp_path: Path) -> None:
         finish(twin)
 
     ep = open_episode(started.bag_path)
-    ep.validate(["/lowstate", "/policy/record"], max_gap_s=None)  # consecutive ticks: nothing dropped
+    ep.validate(["/policy/record"], max_gap_s=None)  # consecutive ticks: nothing dropped
     stored = {_tick(b): bytes(b) for b in ep.raw("/lowstate").blobs}
     ticks = np.array(sorted(stored))
-    assert len(ticks) > 0.8 * 500 * SECONDS  # the twin kept (nearly) real time
-    assert set(np.diff(ticks)) == {2}  # 2 ms per state, none missing
+    # On a loaded machine the twin runs slower than real time, but every state it published in the
+    # episode must be there: 2 ms of simulated time per state, none missing.
+    missing = sorted(set(range(ticks[0], ticks[-1] + 1, 2)) - stored.keys())
+    also_lost = [t for t in missing if t not in seen]
+    assert not missing, (
+        f"{len(missing)} states missing (first {missing[:5]}); {len(also_lost)} of them "
+        "never reached the independent subscriber either"
+    )
+    assert len(ticks) > 1000
     common = stored.keys() & seen.keys()
     assert len(common) > 0.99 * len(stored)
     assert all(stored[t] == seen[t] for t in common)  # byte-identical CDR
     assert [bytes(b) for b in ep.raw("/policy/record").blobs] == read_sent(tmp_path / "rec.bin")
     odom = ep.odometry()
-    assert len(odom.t) > 0.8 * 500 * SECONDS
+    assert abs(len(odom.t) - len(ticks)) <= 2  # one odometry per state (episode edges aside)
     np.testing.assert_allclose(np.linalg.norm(odom.quat, axis=1), 1.0, atol=1e-6)
     data = ep.aligned(validate=False)
-    assert len(data.t) > 0.9 * 50 * SECONDS and data.odometry is not None
+    assert len(data.t) > 0.9 * 50 * SECONDS and data.odometry is not None and data.lowstate.q.shape[1] == 29
     assert ep.metadata["twin"]["profile"] == "nominal" and ep.metadata["twin"]["clock_mode"] == "realtime"
