@@ -91,9 +91,12 @@ def test_gaps_and_clock_jumps(tmp_path: Path) -> None:
     _write(tmp_path / "gap", [T0, T0 + 2_000_000, T0 + 302_000_000])
     with pytest.raises(GapError, match=r"/lowstate: no message for 300.0 ms at t=0.002 s"):
         open_episode(tmp_path / "gap").validate(["/lowstate"])
-    _write(tmp_path / "jump", [T0, T0 + 2_000_000, T0 - 5_000_000])
-    with pytest.raises(ClockJumpError, match=r"/lowstate: receive time goes back by 7.0 ms at message #2"):
+    _write(tmp_path / "jump", [T0, T0 + 2_000_000, T0 - 500_000_000])
+    with pytest.raises(ClockJumpError, match=r"/lowstate: receive time goes back by 502.0 ms at message #2"):
         open_episode(tmp_path / "jump").validate(["/lowstate"])
+    # a few ms of middleware reordering (seen on loaded hosts) is not a clock jump
+    _write(tmp_path / "reorder", [T0, T0 + 20_000_000, T0 + 4_000_000, T0 + 22_000_000])
+    open_episode(tmp_path / "reorder").validate(["/lowstate"])
 
 
 def test_corrupt_chunk_is_named(episode: tuple[Path, Truth], tmp_path: Path) -> None:
