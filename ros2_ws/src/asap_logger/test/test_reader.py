@@ -10,6 +10,7 @@ import pytest
 from synth import T0, Truth, write_episode
 
 from asap_core.g1 import MOTOR_ORDER
+from asap_core.wire import LOWSTATE
 from asap_logger.bag import BagCfg, BagWriter, TopicInfo
 from asap_logger.errors import (
     BagNotFoundError,
@@ -79,11 +80,14 @@ def test_dropped_records_are_counted(tmp_path: Path) -> None:
         open_episode(tmp_path / "d").aligned()
 
 
-def _write(path: Path, times: list[int]) -> None:
+def _write(path: Path, times: list[int], payload: bytes | None = None) -> None:
+    """LowStates with ticks 0, 1, ... received at ``times`` (or ``payload`` for every message)."""
     writer = BagWriter(path, BagCfg(fsync=False))
     cid = writer.add_topic(TopicInfo("/lowstate", load_definition("unitree_hg/msg/LowState")))
-    for t in times:
-        writer.write(cid, t, t, b"\x00\x01\x00\x00")
+    image = np.zeros((), dtype=LOWSTATE.dtype)
+    for tick, t in enumerate(times):
+        image["tick"] = tick
+        writer.write(cid, t, t, payload if payload is not None else LOWSTATE.to_cdr(image))
     writer.close()
 
 
@@ -121,6 +125,6 @@ def test_not_a_bag(tmp_path: Path) -> None:
 
 
 def test_truncated_message_is_a_decode_error(tmp_path: Path) -> None:
-    _write(tmp_path / "short", [T0, T0 + 1])
+    _write(tmp_path / "short", [T0, T0 + 1], payload=b"\x00\x01\x00\x00")
     with pytest.raises(DecodeError, match=r"/lowstate: message #0 cannot be decoded"):
         open_episode(tmp_path / "short").lowstate()
