@@ -98,8 +98,10 @@ class SimUnderTest:
                     self.cmd_pub.publish(cmd)
 
     def _on_diag(self, msg: DiagnosticArray) -> None:
-        self.diagnostics = {kv.key: kv.value for kv in msg.status[0].values}
-        self.diagnostics_log.append((time.monotonic(), self.diagnostics))
+        for status in msg.status:
+            if status.name == "g1_sim":  # /diagnostics is shared by every node
+                self.diagnostics = {kv.key: kv.value for kv in status.values}
+                self.diagnostics_log.append((time.monotonic(), self.diagnostics))
 
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
