@@ -204,7 +204,7 @@ class G1SimNode(Node):
 
     def _on_hold_band(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self._band_request = True
-        res.success, res.message = True, "band holds the pelvis from the next state"
+        res.success, res.message = True, "band catches the pelvis where it is at the next state"
         return res
 
     def _publish_diagnostics(self) -> None:
