@@ -183,10 +183,10 @@ class G1SimNode(Node):
         crc_ok, mode_machine, cmd = self._decoder.decode(data)
         if not crc_ok:
             self.counters["lowcmd_crc_errors"] += 1
-            self.get_logger().warn("LowCmd with a wrong CRC ignored", throttle_duration_sec=1.0)
+            self.get_logger().warning("LowCmd with a wrong CRC ignored", throttle_duration_sec=1.0)
         elif mode_machine != self.cfg.mode_machine:
             self.counters["lowcmd_mode_machine_mismatch"] += 1
-            self.get_logger().warn(f"LowCmd for mode_machine {mode_machine} ignored; this G1 is "
+            self.get_logger().warning(f"LowCmd for mode_machine {mode_machine} ignored; this G1 is "
                                    f"{self.cfg.mode_machine} (echo LowState.mode_machine)",
                                    throttle_duration_sec=1.0)
         else:
@@ -237,7 +237,7 @@ class G1SimNode(Node):
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         except (OSError, AttributeError) as err:
-            self.get_logger().warn(f"rt_priority {priority}: SCHED_FIFO refused ({err}); running with "
+            self.get_logger().warning(f"rt_priority {priority}: SCHED_FIFO refused ({err}); running with "
                                    f"normal scheduling (grant CAP_SYS_NICE or set rt_priority:=0)")
 
     def _loop(self) -> None:

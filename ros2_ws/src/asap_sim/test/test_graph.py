@@ -6,6 +6,7 @@ waits for discovery and for simulated time instead of sleeping and hoping.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -57,7 +58,8 @@ def body_q(msg: LowState) -> np.ndarray:
 class SimUnderTest:
     """A g1_sim process and this process's view of it (spun on a background thread)."""
 
-    def __init__(self, responder: Responder | None = None, listen: bool = True, **params: object) -> None:
+    def __init__(self, responder: Responder | None = None, listen: bool = True, rt_listener: bool = False,
+                 **params: object) -> None:
         rclpy.init()
         self.node = rclpy.create_node("g1_sim_test_client")
         self.raw_states: list[tuple[float, bytes]] = []
@@ -78,8 +80,13 @@ class SimUnderTest:
         self.proc = spawn("-m asap_sim.g1_sim_node", "--ros-args", *[a for p in args for a in ("-p", p)])
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread = threading.Thread(target=self._spin, args=(rt_listener,), daemon=True)
         self._thread.start()
+
+    def _spin(self, realtime: bool) -> None:
+        if realtime:  # the measuring instrument must not be what falls behind on a busy machine
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
+        self.executor.spin()
 
     def watch_base(self) -> None:
         """Also record /odometry and /joint_states (the sim publishes them only when watched)."""
@@ -148,8 +155,9 @@ def sims():
 
 @pytest.mark.slow
 def test_realtime_lowstate_is_500_hz_for_30_s_with_valid_crcs(sims) -> None:
-    """The loop thread runs SCHED_FIFO (rt_priority), as a robot-side deployment would."""
-    sim = sims(clock_mode="realtime", rt_priority=50)
+    """The loop thread runs SCHED_FIFO (rt_priority), as a robot-side deployment would; so does the
+    subscriber that measures it (this machine is shared with other work)."""
+    sim = sims(clock_mode="realtime", rt_priority=50, rt_listener=True)
     sim.wait_until(lambda: len(sim.raw_states) >= 50, 30.0, "the first /lowstate")
     start = len(sim.raw_states)
     sim.wait_until(lambda: len(sim.raw_states) > start and sim.raw_states[-1][0] - sim.raw_states[start][0]
@@ -269,8 +277,8 @@ def test_bad_crc_or_wrong_mode_machine_changes_nothing(sims) -> None:
     after = [body_q(deserialize_message(d, LowState)) for _, d in sim.raw_states[start:]]
     drift = max(np.abs(q - held).max() for q in after)
     assert drift < 0.05, f"ignored commands moved a joint by {drift:.3f} rad"
-    sim.wait_until(lambda: int(sim.diagnostics.get("lowcmd_crc_errors", 0)) >= 10
-                   and int(sim.diagnostics.get("lowcmd_mode_machine_mismatch", 0)) >= 10, 5.0,
+    sim.wait_until(lambda: int(sim.diagnostics.get("lowcmd_crc_errors", 0)) >= 5
+                   and int(sim.diagnostics.get("lowcmd_mode_machine_mismatch", 0)) >= 5, 15.0,
                    "the rejections counted in /diagnostics")
     send_for(0.6, lowcmd(q0 + 0.4, "asap"))  # control: the same command with a valid CRC moves it
     assert np.abs(body_q(sim.last_state()) - held).max() > 0.2
