@@ -226,14 +226,15 @@ class G1SimNode(Node):
 
     def _run(self) -> None:
         if self.cfg.rt_priority and not self._lockstep:
-            self._use_fifo_scheduling(self.cfg.rt_priority)
+            self.use_fifo_scheduling(self.cfg.rt_priority)
         try:
             self._loop()
         except Exception:
             if self.context.ok() and not self._stop.is_set():
                 raise  # a real fault; after shutdown, publishers fail on an invalid context
 
-    def _use_fifo_scheduling(self, priority: int) -> None:
+    def use_fifo_scheduling(self, priority: int) -> None:
+        """Run the calling thread SCHED_FIFO at ``priority``; warn and go on if refused."""
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         except (OSError, AttributeError) as err:
@@ -336,6 +337,10 @@ def main(args: list[str] | None = None) -> None:
     node = None
     try:
         node = G1SimNode()
+        if node.cfg.rt_priority and node.cfg.clock_mode == "realtime":
+            # The executor thread holds the GIL in its callbacks; preempted there at normal priority
+            # it would stall the FIFO loop thread (priority inversion through the GIL).
+            node.use_fifo_scheduling(max(1, node.cfg.rt_priority - 1))
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
