@@ -66,8 +66,9 @@ PARAMETERS = (
     _Param("sync_every", 10, "lockstep: states per sync state (10 = 50 Hz at 500 Hz)", (1, 10000)),
     _Param("resend_s", 0.5, "lockstep: re-publish the sync state after this long without a LowCmd "
            "(wall s; covers late discovery)", (0.01, 60.0)),
-    _Param("rt_priority", 0, "realtime: SCHED_FIFO priority of the loop thread (1-99; 0 = normal "
-           "scheduling); needs CAP_SYS_NICE, falls back with a warning", (0, 99)),
+    _Param("rt_priority", 0, "realtime: SCHED_FIFO priority of the loop thread (1-99; the executor "
+           "thread one below; 0 = normal scheduling); needs CAP_SYS_NICE, falls back with a warning",
+           (0, 99)),
     _Param("odometry_every", 1, "publish /odometry every N states", (1, 10000)),
     _Param("joint_states_every", 1, "publish /joint_states every N states", (1, 10000)),
     _Param("world_frame", "world", "frame of the ground-truth odometry pose"),
