@@ -171,7 +171,7 @@ class G1SimNode(Node):
         self._joints_pub = self.create_publisher(JointState, "/joint_states", _reliable())
         self._clock_pub = self.create_publisher(Clock, "/clock", _reliable()) if self._lockstep else None
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", _reliable())
-        self.create_subscription(LowCmd, "/lowcmd", self._on_lowcmd, _reliable(), raw=True)
+        self._lowcmd_sub = self.create_subscription(LowCmd, "/lowcmd", self._on_lowcmd, _reliable(), raw=True)
         self.create_subscription(WirelessRemote, "/sim/wireless_remote", self._on_remote, _reliable())
         self.create_service(Trigger, "/sim/release_band", self._on_release_band)
         self.create_service(Trigger, "/sim/hold_band", self._on_hold_band)
@@ -245,6 +245,8 @@ class G1SimNode(Node):
     def _loop(self) -> None:
         """Publish the state, then advance to the next one; the first state is the start (tick 0)."""
         period = 1.0 / self.cfg.state_rate_hz
+        if self._lockstep and self.cfg.wait_for_cmd:
+            self._wait_for_a_client()
         deadline = time.monotonic()
         index = 0
         while not self._stop.is_set():
@@ -285,6 +287,12 @@ class G1SimNode(Node):
         if len(self._lateness_s) > 20000:
             del self._lateness_s[:10000]
         return deadline
+
+    def _wait_for_a_client(self) -> None:
+        """Lock-step handshake: start once a /lowstate reader and a /lowcmd writer are matched."""
+        while not self._stop.is_set() and not (self._lowstate_pub.get_subscription_count()
+                                               and self._lowcmd_sub.get_publisher_count()):
+            time.sleep(0.01)
 
     def _wait_for_command(self, lowstate: bytes) -> None:
         """Lock-step sync: block until one LowCmd arrives, re-sending the sync state now and then."""
