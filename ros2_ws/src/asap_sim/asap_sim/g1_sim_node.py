@@ -37,6 +37,8 @@ from asap_sim.twin import Twin, TwinConfig, TwinState
 from asap_sim.wire import LowCmdDecoder, LowStateEncoder, clock_cdr
 
 CLOCK_MODES = ("realtime", "lockstep")
+WATCHERS_EVERY = 50
+"""States between two checks for /odometry and /joint_states subscribers (built only when watched)."""
 MAX_LAG_S = 0.1
 """Realtime: a loop this far behind its deadlines skips ahead instead of bursting (counted)."""
 
@@ -153,6 +155,7 @@ class G1SimNode(Node):
         self.counters = dict.fromkeys(("lowcmd_accepted", "lowcmd_crc_errors", "lowcmd_mode_machine_mismatch",
                                        "states_published", "deadline_overruns", "sync_resends"), 0)
         self._physics_steps = 0
+        self._watched = (False, False)
         self._lateness_s: list[float] = []
         self._make_interfaces()
         self._thread = threading.Thread(target=self._run, name="g1_sim_loop", daemon=True)
@@ -306,11 +309,14 @@ class G1SimNode(Node):
     def _publish(self, state: TwinState, lowstate: bytes, index: int) -> None:
         self._lowstate_pub.publish(lowstate)
         self.counters["states_published"] += 1
+        if index % WATCHERS_EVERY == 0:  # asking DDS every state costs as much as a publish
+            self._watched = (self._odom_pub.get_subscription_count() > 0,
+                             self._joints_pub.get_subscription_count() > 0)
         stamp = None
-        if index % self.cfg.odometry_every == 0 and self._odom_pub.get_subscription_count():
+        if index % self.cfg.odometry_every == 0 and self._watched[0]:
             stamp = self._stamp(state)
             self._odom_pub.publish(self._odometry(state, stamp))
-        if index % self.cfg.joint_states_every == 0 and self._joints_pub.get_subscription_count():
+        if index % self.cfg.joint_states_every == 0 and self._watched[1]:
             self._joints.header.stamp = stamp or self._stamp(state)
             self._joints.position, self._joints.velocity = state.q.tolist(), state.dq.tolist()
             self._joints.effort = state.tau_est.tolist()
