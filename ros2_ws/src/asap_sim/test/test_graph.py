@@ -308,7 +308,9 @@ def test_released_robot_stands_10_s(sims, clock_mode: str) -> None:
         sender = threading.Thread(target=write, daemon=True)
         sender.start()
     try:
-        sim.wait_until(lambda: sim.sim_time_s() >= 0.5 and sim.odometry, 30.0, "0.5 s on the band")
+        sim.wait_until(lambda: sim.last_state().motor_state[0].mode == 1, 30.0, "the stance command applied")
+        engaged = sim.sim_time_s()
+        sim.wait_until(lambda: sim.sim_time_s() >= engaged + 0.5 and sim.odometry, 30.0, "0.5 s on the band")
         sim.call_release_band()
         sim.wait_until(lambda: sim.diagnostics.get("band_held") == "False", 5.0, "the band released")
         released, first = sim.sim_time_s(), len(sim.odometry)
