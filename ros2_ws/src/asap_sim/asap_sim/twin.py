@@ -151,7 +151,9 @@ class Twin:
         self.data.xfrc_applied[self.idx.base_body] = 0.0
 
     def hold_band(self) -> None:
-        """Pull the pelvis back to its start pose."""
+        """Catch the pelvis where it is (position) and turn it back upright (start orientation)."""
+        if not self._band_held:
+            self._anchor_pos = self.data.qpos[:3].copy()
         self._band_held = True
 
     def set_command(self, cmd: MotorCommand) -> None:
