@@ -27,6 +27,9 @@ for _pkg in "$_asap_root"/ros2_ws/install/*/; do
     done
   fi
 done
+# This checkout's training package first: a .venv shared by several worktrees has its editable
+# asap_training pointing at whichever checkout ran setup last.
+export PYTHONPATH="$_asap_root/training/src${PYTHONPATH:+:$PYTHONPATH}"
 # DDS: stay on this machine unless the user says otherwise (the robot profile overrides it).
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"

@@ -1,9 +1,10 @@
-"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped env by env in a tight loop."""
+"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped in cache-sized chunks of envs."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TypeVar
 
 import mujoco
 import numpy as np
@@ -14,6 +15,19 @@ from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, pd_torque
 from asap_training import quat
 from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
+
+_Cmd = TypeVar("_Cmd", MotorCommand, MotorParams)
+
+
+def _rows(obj: _Cmd, num_envs: int, sl: slice | None = None) -> _Cmd:
+    """The same dataclass with every array as (N, 29) and, if given, only rows ``sl`` (views)."""
+    shape, rows = (num_envs, g1.NUM_MOTORS), slice(None) if sl is None else sl
+    fields = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        # batched commands are already (N, 29): slicing is cheap, broadcast_to is not
+        fields[f.name] = (value if np.shape(value) == shape else np.broadcast_to(value, shape))[rows]
+    return type(obj)(**fields)
 
 
 def _as_slice(index: np.ndarray) -> slice | np.ndarray:
@@ -37,6 +51,7 @@ class MujocoCpuSimulator:
         num_envs: int,
         motor_params: MotorParams,
         latency_steps: int = 0,
+        chunk_size: int = 8,
     ) -> None:
         """Create the ``MjData`` and resolve indices once."""
         self.models = list(models)
@@ -47,8 +62,11 @@ class MujocoCpuSimulator:
         self.body_ids = np.array([m.body(n).id for n in RIGID_BODIES])
         self._foot_sensors = [self.idx.sensor[f"{side}_foot_contact"] for side in FEET]
         self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
+        # numpy views of each MjData's buffers, taken once (attribute access costs ~1 µs per call)
+        self._views = [(d.ctrl, d.qpos, d.qvel) for d in self.datas]
         self.variant = np.zeros(num_envs, dtype=np.intp)
         self.state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
+        self._chunks = [slice(i, min(i + chunk_size, num_envs)) for i in range(0, num_envs, chunk_size)]
         self.motor_params = motor_params
         # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
         self._qpos_sl, self._qvel_sl, self._ctrl_sl = (
@@ -67,10 +85,10 @@ class MujocoCpuSimulator:
                 ("sensor", d0.sensordata),
             )
         }
-        # one FIFO per env: with env-major stepping each env's commands go through its own latency line
+        # one latency FIFO per chunk: each chunk's commands go through its own line
         self._delays = [
-            CommandDelay(latency_steps, MotorCommand.off()) if latency_steps else None
-            for _ in range(num_envs)
+            CommandDelay(latency_steps, MotorCommand.off((c.stop - c.start,))) if latency_steps else None
+            for c in self._chunks
         ]
         for d in self.datas:
             mujoco.mj_forward(m, d)
@@ -109,31 +127,35 @@ class MujocoCpuSimulator:
 
     @property
     def motor_params(self) -> MotorParams:
-        """Drive scales, broadcast to (N, 29); setting them re-slices the per-env rows once."""
+        """Drive scales, broadcast to (N, 29) (set them to randomize per env)."""
         return self._motor_params
 
     @motor_params.setter
     def motor_params(self, params: MotorParams) -> None:
         self._motor_params = params
-        rows = {
-            f.name: np.broadcast_to(getattr(params, f.name), (self.num_envs, g1.NUM_MOTORS))
-            for f in dataclasses.fields(params)
-        }
-        self._env_params = [MotorParams(**{k: v[i] for k, v in rows.items()}) for i in range(self.num_envs)]
+        full = _rows(params, self.num_envs)
+        self._chunk_params = [_rows(full, self.num_envs, sl) for sl in self._chunks]
 
     def step(self, command: MotorCommand, substeps: int) -> None:
-        """Each env runs its substeps back to back (its MjData stays in cache), with the PD law of
-        ``asap_sim.motor.pd_torque`` on its own joint state at every physics step."""
+        """Envs go in small chunks: within a chunk the PD law (``asap_sim.motor.pd_torque``) is one
+        batched call per physics step on the chunk's joint state, and the chunk's few MjData stay in
+        cache across its substeps (stepping all N envs per substep evicts them: ~30 % slower)."""
         q, dq, act = self._qpos_sl, self._qvel_sl, self._ctrl_sl
-        for i, d in enumerate(self.datas):
-            model, params, delay = self.models[self.variant[i]], self._env_params[i], self._delays[i]
-            cmd = MotorCommand(**{f.name: getattr(command, f.name)[i] for f in dataclasses.fields(command)})
+        joint_q, joint_dq = self.state.joint_pos, self.state.joint_vel
+        for c, sl in enumerate(self._chunks):
+            datas, views = self.datas[sl], self._views[sl]
+            models = [self.models[v] for v in self.variant[sl]]
+            cmd, params, delay = _rows(command, self.num_envs, sl), self._chunk_params[c], self._delays[c]
+            cq, cdq = joint_q[sl], joint_dq[sl]  # views: filled in place below
             for _ in range(substeps):
                 applied = delay.push(cmd) if delay else cmd
-                tau = pd_torque(applied, d.qpos[q], d.qvel[dq], params)
-                d.ctrl[act] = tau
-                mujoco.mj_step(model, d)
-            self.state.joint_torque[i] = tau
+                tau = pd_torque(applied, cq, cdq, params)
+                for k, d in enumerate(datas):
+                    ctrl, qpos, qvel = views[k]
+                    ctrl[act] = tau[k]
+                    mujoco.mj_step(models[k], d)
+                    cq[k], cdq[k] = qpos[q], qvel[dq]
+            self.state.joint_torque[sl] = tau
         self._read_state()
 
     def _read_state(self, env_ids: np.ndarray | None = None) -> None:
