@@ -26,7 +26,8 @@ def test_launch_common_passes_every_entry_unchanged_to_node() -> None:
     tree = ast.parse((PKG / "asap_bringup" / "launch_common.py").read_text())
     loop = next(n for n in ast.walk(tree) if isinstance(n, ast.For)
                 and getattr(n.iter, "func", None) is not None and n.iter.func.id == "launch_entries")
-    node_calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Node"]
+    node_calls = [n for n in ast.walk(loop)
+                  if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Node"]
     assert len(node_calls) == 1
     (kwargs,) = [k for k in node_calls[0].keywords if k.arg is None]  # Node(**entry, ...)
     assert kwargs.value.id == loop.target.id
