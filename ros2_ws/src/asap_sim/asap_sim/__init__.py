@@ -1,1 +1,1 @@
-"""asap_sim: the simulated G1 twin. model, motor, profiles and twin are ROS-free."""
+"""asap_sim: the simulated G1 twin. Every module but g1_sim_node is ROS-free (training imports them)."""

@@ -37,6 +37,8 @@ from asap_sim.twin import Twin, TwinConfig, TwinState
 from asap_sim.wire import LowCmdDecoder, LowStateEncoder, clock_cdr
 
 CLOCK_MODES = ("realtime", "lockstep")
+WATCHERS_EVERY = 50
+"""States between two checks for /odometry and /joint_states subscribers (built only when watched)."""
 MAX_LAG_S = 0.1
 """Realtime: a loop this far behind its deadlines skips ahead instead of bursting (counted)."""
 
@@ -66,8 +68,9 @@ PARAMETERS = (
     _Param("sync_every", 10, "lockstep: states per sync state (10 = 50 Hz at 500 Hz)", (1, 10000)),
     _Param("resend_s", 0.5, "lockstep: re-publish the sync state after this long without a LowCmd "
            "(wall s; covers late discovery)", (0.01, 60.0)),
-    _Param("rt_priority", 0, "realtime: SCHED_FIFO priority of the loop thread (1-99; 0 = normal "
-           "scheduling); needs CAP_SYS_NICE, falls back with a warning", (0, 99)),
+    _Param("rt_priority", 0, "realtime: SCHED_FIFO priority of the loop thread (1-99; the executor "
+           "thread one below; 0 = normal scheduling); needs CAP_SYS_NICE, falls back with a warning",
+           (0, 99)),
     _Param("odometry_every", 1, "publish /odometry every N states", (1, 10000)),
     _Param("joint_states_every", 1, "publish /joint_states every N states", (1, 10000)),
     _Param("world_frame", "world", "frame of the ground-truth odometry pose"),
@@ -152,6 +155,7 @@ class G1SimNode(Node):
         self.counters = dict.fromkeys(("lowcmd_accepted", "lowcmd_crc_errors", "lowcmd_mode_machine_mismatch",
                                        "states_published", "deadline_overruns", "sync_resends"), 0)
         self._physics_steps = 0
+        self._watched = (False, False)
         self._lateness_s: list[float] = []
         self._make_interfaces()
         self._thread = threading.Thread(target=self._run, name="g1_sim_loop", daemon=True)
@@ -164,12 +168,13 @@ class G1SimNode(Node):
     # -- interfaces (executor thread) -----------------------------------------------------------
 
     def _make_interfaces(self) -> None:
-        self._lowstate_pub = self.create_publisher(LowState, "/lowstate", _reliable())
+        # a deeper writer history than the usual 10 rides out a subscriber's scheduling hiccups
+        self._lowstate_pub = self.create_publisher(LowState, "/lowstate", _reliable(depth=100))
         self._odom_pub = self.create_publisher(Odometry, "/odometry", _reliable())
         self._joints_pub = self.create_publisher(JointState, "/joint_states", _reliable())
         self._clock_pub = self.create_publisher(Clock, "/clock", _reliable()) if self._lockstep else None
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", _reliable())
-        self.create_subscription(LowCmd, "/lowcmd", self._on_lowcmd, _reliable(), raw=True)
+        self._lowcmd_sub = self.create_subscription(LowCmd, "/lowcmd", self._on_lowcmd, _reliable(), raw=True)
         self.create_subscription(WirelessRemote, "/sim/wireless_remote", self._on_remote, _reliable())
         self.create_service(Trigger, "/sim/release_band", self._on_release_band)
         self.create_service(Trigger, "/sim/hold_band", self._on_hold_band)
@@ -182,10 +187,10 @@ class G1SimNode(Node):
         crc_ok, mode_machine, cmd = self._decoder.decode(data)
         if not crc_ok:
             self.counters["lowcmd_crc_errors"] += 1
-            self.get_logger().warn("LowCmd with a wrong CRC ignored", throttle_duration_sec=1.0)
+            self.get_logger().warning("LowCmd with a wrong CRC ignored", throttle_duration_sec=1.0)
         elif mode_machine != self.cfg.mode_machine:
             self.counters["lowcmd_mode_machine_mismatch"] += 1
-            self.get_logger().warn(f"LowCmd for mode_machine {mode_machine} ignored; this G1 is "
+            self.get_logger().warning(f"LowCmd for mode_machine {mode_machine} ignored; this G1 is "
                                    f"{self.cfg.mode_machine} (echo LowState.mode_machine)",
                                    throttle_duration_sec=1.0)
         else:
@@ -203,7 +208,7 @@ class G1SimNode(Node):
 
     def _on_hold_band(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self._band_request = True
-        res.success, res.message = True, "band holds the pelvis from the next state"
+        res.success, res.message = True, "band catches the pelvis where it is at the next state"
         return res
 
     def _publish_diagnostics(self) -> None:
@@ -225,23 +230,26 @@ class G1SimNode(Node):
 
     def _run(self) -> None:
         if self.cfg.rt_priority and not self._lockstep:
-            self._use_fifo_scheduling(self.cfg.rt_priority)
+            self.use_fifo_scheduling(self.cfg.rt_priority)
         try:
             self._loop()
         except Exception:
             if self.context.ok() and not self._stop.is_set():
                 raise  # a real fault; after shutdown, publishers fail on an invalid context
 
-    def _use_fifo_scheduling(self, priority: int) -> None:
+    def use_fifo_scheduling(self, priority: int) -> None:
+        """Run the calling thread SCHED_FIFO at ``priority``; warn and go on if refused."""
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         except (OSError, AttributeError) as err:
-            self.get_logger().warn(f"rt_priority {priority}: SCHED_FIFO refused ({err}); running with "
+            self.get_logger().warning(f"rt_priority {priority}: SCHED_FIFO refused ({err}); running with "
                                    f"normal scheduling (grant CAP_SYS_NICE or set rt_priority:=0)")
 
     def _loop(self) -> None:
         """Publish the state, then advance to the next one; the first state is the start (tick 0)."""
         period = 1.0 / self.cfg.state_rate_hz
+        if self._lockstep and self.cfg.wait_for_cmd:
+            self._wait_for_a_client()
         deadline = time.monotonic()
         index = 0
         while not self._stop.is_set():
@@ -283,6 +291,12 @@ class G1SimNode(Node):
             del self._lateness_s[:10000]
         return deadline
 
+    def _wait_for_a_client(self) -> None:
+        """Lock-step handshake: start once a /lowstate reader and a /lowcmd writer are matched."""
+        while not self._stop.is_set() and not (self._lowstate_pub.get_subscription_count()
+                                               and self._lowcmd_sub.get_publisher_count()):
+            time.sleep(0.01)
+
     def _wait_for_command(self, lowstate: bytes) -> None:
         """Lock-step sync: block until one LowCmd arrives, re-sending the sync state now and then."""
         while not self._cmd_arrived.wait(self.cfg.resend_s):
@@ -295,11 +309,14 @@ class G1SimNode(Node):
     def _publish(self, state: TwinState, lowstate: bytes, index: int) -> None:
         self._lowstate_pub.publish(lowstate)
         self.counters["states_published"] += 1
+        if index % WATCHERS_EVERY == 0:  # asking DDS every state costs as much as a publish
+            self._watched = (self._odom_pub.get_subscription_count() > 0,
+                             self._joints_pub.get_subscription_count() > 0)
         stamp = None
-        if index % self.cfg.odometry_every == 0 and self._odom_pub.get_subscription_count():
+        if index % self.cfg.odometry_every == 0 and self._watched[0]:
             stamp = self._stamp(state)
             self._odom_pub.publish(self._odometry(state, stamp))
-        if index % self.cfg.joint_states_every == 0 and self._joints_pub.get_subscription_count():
+        if index % self.cfg.joint_states_every == 0 and self._watched[1]:
             self._joints.header.stamp = stamp or self._stamp(state)
             self._joints.position, self._joints.velocity = state.q.tolist(), state.dq.tolist()
             self._joints.effort = state.tau_est.tolist()
@@ -335,6 +352,10 @@ def main(args: list[str] | None = None) -> None:
     node = None
     try:
         node = G1SimNode()
+        if node.cfg.rt_priority and node.cfg.clock_mode == "realtime":
+            # The executor thread holds the GIL in its callbacks; preempted there at normal priority
+            # it would stall the FIFO loop thread (priority inversion through the GIL).
+            node.use_fifo_scheduling(max(1, node.cfg.rt_priority - 1))
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

@@ -151,7 +151,9 @@ class Twin:
         self.data.xfrc_applied[self.idx.base_body] = 0.0
 
     def hold_band(self) -> None:
-        """Pull the pelvis back to its start pose."""
+        """Catch the pelvis where it is (position) and turn it back upright (start orientation)."""
+        if not self._band_held:
+            self._anchor_pos = self.data.qpos[:3].copy()
         self._band_held = True
 
     def set_command(self, cmd: MotorCommand) -> None:
@@ -186,13 +188,13 @@ class Twin:
         return TwinState(
             time_s=float(d.time),
             tick=round(d.time * 1000.0),
-            q=d.qpos[idx.qpos] + self._noise(p.joint_pos_noise_std, g1.NUM_MOTORS),
-            dq=d.qvel[idx.qvel] + self._noise(p.joint_vel_noise_std, g1.NUM_MOTORS),
-            ddq=d.qacc[idx.qvel].copy(),
+            q=self._noisy(d.qpos[self._q], p.joint_pos_noise_std),
+            dq=self._noisy(d.qvel[self._dq], p.joint_vel_noise_std),
+            ddq=d.qacc[self._dq].copy(),
             tau_est=self._tau.copy(),
             imu_quat_wxyz=quat,
-            gyro_b=d.sensordata[idx.sensor["imu_gyro"]] + self._noise(p.gyro_noise_std, 3),
-            acc_b=d.sensordata[idx.sensor["imu_acc"]] + self._noise(p.accelerometer_noise_std, 3),
+            gyro_b=self._noisy(d.sensordata[idx.sensor["imu_gyro"]], p.gyro_noise_std),
+            acc_b=self._noisy(d.sensordata[idx.sensor["imu_acc"]], p.accelerometer_noise_std),
             rpy=quat_to_rpy(quat),
             base_pos_w=d.qpos[:3].copy(),
             base_quat_wxyz=d.qpos[3:7].copy(),
@@ -203,5 +205,6 @@ class Twin:
             band_held=self._band_held,
         )
 
-    def _noise(self, std: float, n: int) -> np.ndarray:
-        return self._rng.normal(0.0, std, n) if std > 0.0 else np.zeros(n)
+    def _noisy(self, values: np.ndarray, std: float) -> np.ndarray:
+        """A copy of ``values`` with white noise of ``std`` (no draw when ``std`` is 0)."""
+        return values + self._rng.normal(0.0, std, values.shape) if std > 0.0 else values.copy()

@@ -58,6 +58,18 @@ def test_released_robot_with_motors_off_collapses() -> None:
     assert twin.read_state().base_pos_w[2] < z0 - 0.3
 
 
+def test_hold_catches_a_falling_robot_where_it_is() -> None:
+    twin = Twin()
+    twin.release_band()
+    twin.step(STEPS_PER_S // 5)
+    caught = twin.read_state().base_pos_w.copy()
+    twin.hold_band()
+    twin.step(2 * STEPS_PER_S)
+    s = twin.read_state()
+    assert np.isfinite(s.q).all() and s.band_held
+    assert np.abs(s.base_pos_w - caught).max() < 0.05 and np.abs(s.rpy[:2]).max() < 0.3
+
+
 def test_stance_gains_stand_10_s_released() -> None:
     """BeyondMimic's standby (its pose with stiff hold gains) stands unassisted."""
     twin = Twin(config=TwinConfig(initial_pose="beyondmimic"))
