@@ -263,6 +263,8 @@ class PolicyNode(Node):
             if remaining > 0:
                 time.sleep(remaining / 1e9)
             return self._running
+        if self._now_ns() >= deadline_ns:  # e.g. a lock-step twin holding the clock at a sync state
+            return self._running
         try:
             self.clock.sleep_until(Time(nanoseconds=deadline_ns, clock_type=self.clock.clock_type),
                                    context=self.context)
@@ -275,14 +277,19 @@ class PolicyNode(Node):
 
     def _control_loop(self) -> None:
         period = round(self.dt * 1e9)
-        while self._running and self._now_ns() == 0:  # sim time: wait for the first /clock
-            time.sleep(0.01)
         deadline = self._now_ns() + period
+        if self.use_sim_time:
+            # Sim time may start at 0 and only advances when the twin steps; a lock-step twin
+            # waits for a command after each state whose time is a multiple of the period. So
+            # start once a LowState is in, and keep deadlines on multiples of the period.
+            while self._running and self._raw_state is None:
+                time.sleep(0.01)
+            deadline = (self._now_ns() // period) * period
         while self._sleep_until(deadline) and rclpy.ok(context=self.context):
             now = self._now_ns()
             late = now - deadline
             if late > 1e9:  # a clock jump (sim reset, pause): re-anchor, not a miss
-                deadline, late = now, 0
+                deadline, late = (now // period) * period, 0
             skipped = late // period
             if skipped:
                 self.stats["missed"] += skipped

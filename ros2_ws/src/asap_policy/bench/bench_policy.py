@@ -62,16 +62,28 @@ def bench_inference(path: Path, calls: int) -> None:
     print(f"  ratio asap/bare p50 {p50[1] / p50[0]:.2f}")
 
 
+LOG_DIR = Path(tempfile.mkdtemp(prefix="bench_policy_"))
+
+
 def _spawn(module: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    log = (LOG_DIR / f"{module}.log").open("w")
+    return subprocess.Popen([sys.executable, "-m", module, *args], stdout=log, stderr=subprocess.STDOUT)
+
+
+def _wait(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}; process logs in {LOG_DIR}")
+        time.sleep(0.05)
 
 
 def _start_robot(choice: str) -> tuple[str, object]:
     twin = importlib.util.find_spec("asap_sim") is not None and \
-        importlib.util.find_spec("asap_sim.sim_node") is not None
+        importlib.util.find_spec("asap_sim.g1_sim_node") is not None
     if choice == "twin" or (choice == "auto" and twin):
-        return "asap_sim twin (g1_sim, realtime)", _spawn("asap_sim.sim_node")
+        return ("asap_sim twin (g1_sim, realtime clock, 500 Hz, gantry band held)",
+                _spawn("asap_sim.g1_sim_node", "--ros-args", "-p", "band_held:=true"))
     from fake_g1 import FakeG1
 
     return "test double tests/fake_g1.py (no physics engine)", FakeG1().start()
@@ -97,8 +109,7 @@ def bench_loop(path: Path, duration_s: float, robot: str) -> None:
     procs = [robot_handle] if isinstance(robot_handle, subprocess.Popen) else []
     logger = importlib.util.find_spec("asap_logger") is not None
     if logger:
-        procs.append(_spawn("asap_logger.recorder_node", "--ros-args", "-p",
-                            f"output_dir:={tempfile.mkdtemp(prefix='bench_bags_')}"))
+        procs.append(_spawn("asap_logger.recorder_node", "--ros-args", "-p", f"output_dir:={LOG_DIR}"))
     node = _spawn("asap_policy.policy_node", "--ros-args", "-p", f"policy_path:={path}",
                   "-p", "ramp_s:=1.0")
     procs.append(node)
@@ -107,14 +118,12 @@ def bench_loop(path: Path, duration_s: float, robot: str) -> None:
 
         def request(value: int) -> None:
             future = client.call_async(SetMode.Request(request=value, reason="bench"))
-            while not future.done():
-                time.sleep(0.01)
+            _wait(future.done, 30.0, "a SetMode reply")
             assert future.result().accepted, future.result().message
 
-        time.sleep(2.0)
+        _wait(lambda: statuses and statuses[-1].fault == "", 60.0, "the node ready (no start block)")
         request(SetMode.Request.REQUEST_RAMP)
-        while not statuses or statuses[-1].mode != SetMode.Request.REQUEST_HOLD:
-            time.sleep(0.05)
+        _wait(lambda: statuses[-1].mode == SetMode.Request.REQUEST_HOLD, 60.0, "HOLD after the ramp")
         request(SetMode.Request.REQUEST_POLICY)
         start = statuses[-1]
         samples: list[PolicyStatus] = []

