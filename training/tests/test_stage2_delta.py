@@ -74,14 +74,14 @@ def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tu
         return real(action, delta, default_q, scale)
 
     monkeypatch.setattr(action_path, "joint_targets", spy)
-    delta = np.full((1, len(ds.action_joints)), 0.1)
     env = DeltaEnv(
         delta_env_cfg(ds, num_envs=1),
         ds,
         DeltaCfg(joints=(".*_ankle_.*",)),
         starts=(np.array([0]), np.array([5])),
     )
-    env.step(delta)
+    assert env.num_actions == 4  # the agent acts on the four ankle joints only
+    env.step(np.full((1, 4), 0.1))
     a_real, applied, scale = calls[-1]
     np.testing.assert_allclose(a_real[0], ds.trajectories[0].action[5])
     ankles = np.array(["ankle" in n for n in ds.action_joints])
@@ -126,8 +126,10 @@ def _constant_delta_model(tmp_path: Path, ds: RealDataset, value: float) -> Path
 def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
     ds = nominal_recording
     a = len(ds.action_joints)
-    net = torch.nn.Sequential(torch.nn.Linear(delta_obs_dim(a), 16), torch.nn.Tanh(), torch.nn.Linear(16, a))
     mask = tuple(float("ankle" in n) for n in ds.action_joints)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(delta_obs_dim(a), 16), torch.nn.Tanh(), torch.nn.Linear(16, int(sum(mask)))
+    )
     meta = DeltaModelMeta(
         action_joints=ds.action_joints, mask=mask, control_dt=0.02, obs_dim=delta_obs_dim(a),
         obs_scales=DeltaCfg().obs_scales, action_clip=100.0, horizon_s=1.0, dataset_sha256=ds.sha256,
@@ -139,7 +141,9 @@ def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
     assert model.sha256 == sha and model.meta == meta
     obs = np.random.default_rng(0).normal(size=(5, delta_obs_dim(a)))
     with torch.no_grad():
-        expected = net(torch.as_tensor(obs, dtype=torch.float32)).numpy() * np.array(mask)
+        out = net(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+    expected = np.zeros((5, a))
+    expected[:, np.flatnonzero(mask)] = out
     np.testing.assert_allclose(model(obs), expected, atol=1e-5)
     # a policy artifact is not a delta model
     with pytest.raises(ValueError, match="not a delta-action model"):

@@ -69,7 +69,7 @@ class TrackingEnv:
             latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
             **cfg.simulator_args,
         )
-        self.num_actions = len(cfg.joint_names)
+        self.num_actions = self._action_dim()
         self._setup_joints()
         self._setup_terms()
         self.max_delay = (
@@ -200,6 +200,10 @@ class TrackingEnv:
         self.extras = {"time_outs": self.time_out.copy(), "log": self._log()}
         self.reset(np.flatnonzero(done))
         return self.observations(), reward, done, self.extras
+
+    def _action_dim(self) -> int:
+        """Width of the agent's action: one per policy joint."""
+        return len(self.cfg.joint_names)
 
     def _compose_action(self, applied: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(a, Δa) of this step from the (delayed) policy output: a = the policy's action, Δa from the

@@ -19,7 +19,7 @@ import onnx
 import onnxruntime as ort
 
 from asap_core.artifact import sha256_of
-from asap_training.stage2.delta_env import delta_observation
+from asap_training.stage2.delta_env import delta_observation, expand_delta
 
 if TYPE_CHECKING:
     from asap_training.envs.tracking_env import TrackingEnv
@@ -33,7 +33,7 @@ class DeltaModelMeta:
 
     action_joints: tuple[str, ...]
     mask: tuple[float, ...]
-    """1 where Δa is applied (the learned joint subset)."""
+    """1 where Δa is applied (the learned joint subset); the network outputs only those joints."""
     control_dt: float
     obs_dim: int
     obs_scales: dict[str, float]
@@ -45,7 +45,8 @@ class DeltaModelMeta:
 
 
 def export_delta_model(module: Any, path: str | Path, meta: DeltaModelMeta) -> str:
-    """Export a torch module (obs [batch, obs_dim] → Δa [batch, A]); returns the file's sha256."""
+    """Export a torch module (obs [batch, obs_dim] → Δa [batch, k] of the k masked joints); returns the
+    file's sha256."""
     import torch
 
     buf = io.BytesIO()
@@ -89,12 +90,15 @@ class DeltaModel:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         self._session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-        self._mask = np.asarray(self.meta.mask)
+        self._cols = np.flatnonzero(self.meta.mask)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Δa (N, A) in normalized action units for observations (N, obs_dim)."""
         (out,) = self._session.run(None, {"obs": obs.astype(np.float32)})
-        return np.clip(out.astype(np.float64), -self.meta.action_clip, self.meta.action_clip) * self._mask
+        clip = self.meta.action_clip
+        return expand_delta(
+            np.clip(out.astype(np.float64), -clip, clip), self._cols, len(self.meta.action_joints)
+        )
 
 
 class FrozenDelta:

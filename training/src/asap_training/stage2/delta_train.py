@@ -28,7 +28,9 @@ from asap_training.stage2.delta_model import DeltaModelMeta, export_delta_model
 def delta_ppo_cfg(iterations: int) -> PpoCfg:
     """ASAP trains πΔ with its stage-1 PPO settings; the initial std is small because Δa is a correction
     of a working policy's action (|Δa| ≈ 0.01–0.05 in the paper's Fig. 13), not a policy."""
-    return PpoCfg(max_iterations=iterations, hidden_dims=(256, 128), init_std=0.1, save_interval=50)
+    return PpoCfg(
+        max_iterations=iterations, hidden_dims=(256, 128), init_std=0.1, entropy_coef=0.0, save_interval=50
+    )
 
 
 def train_delta(
@@ -42,13 +44,15 @@ def train_delta(
     profile: str = "nominal",
     seed: int = 0,
     progress: bool = True,
+    resume: bool = False,
 ) -> tuple[Path, str]:
-    """Train πΔ in the delta env and export it; returns (``delta.onnx`` path, its sha256)."""
+    """Train πΔ in the delta env (continuing ``run_dir``'s latest checkpoint if ``resume``) and export it;
+    returns (``delta.onnx`` path, its sha256)."""
     delta = delta or DeltaCfg()
     ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
     env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=profile, seed=seed)
     env = DeltaEnv(env_cfg, dataset, delta)
-    runner = train(env_cfg, ppo, run_dir, progress=progress, env=env)
+    runner = train(env_cfg, ppo, run_dir, resume=resume, progress=progress, env=env)
     meta = DeltaModelMeta(
         action_joints=dataset.action_joints,
         mask=tuple(env.delta_mask.tolist()),
