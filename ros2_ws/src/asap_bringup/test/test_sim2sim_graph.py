@@ -32,17 +32,23 @@ REQUIRED_TOPICS = {"/lowstate", "/policy/status", "/diagnostics", "/monitor/mark
 
 
 def _node_pids() -> dict[str, int]:
-    """PIDs of the sim2sim node processes, by node name (from their --ros-args remaps)."""
+    """PIDs of this test's sim2sim node processes, by node name (from their --ros-args remaps).
+
+    Only processes on this test run's ROS_DOMAIN_ID count: other graphs may run on the machine.
+    """
     out = {}
+    domain = f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}".encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if "--ros-args" not in cmd or domain not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
         except OSError:
             continue
         for name in NODES:
-            if f"__node:={name} " in cmd and "--params-file" in cmd:
+            if f"__node:={name} " in cmd:
                 out[name] = int(proc.name)
     return out
 
@@ -81,8 +87,13 @@ def _assert_displayed_topics_are_published(node) -> None:
 
     shown = displayed_topics()
     assert set(FULL_ROS_ONLY) <= set(shown), "FULL_ROS_ONLY names a topic no layout shows: drop it"
-    missing = {t: where for t, where in shown.items()
-               if t not in FULL_ROS_ONLY and not node.get_publishers_info_by_topic(t)}
+    deadline = time.monotonic() + 30.0  # discovery of every publisher may lag the node names
+    while True:
+        missing = {t: where for t, where in shown.items()
+                   if t not in FULL_ROS_ONLY and not node.get_publishers_info_by_topic(t)}
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert not missing, f"displayed but not published by the sim2sim graph: {missing}"
     for name, kind, topic in rviz_displays():
         if topic in FULL_ROS_ONLY or kind not in RVIZ_TYPES:
@@ -105,10 +116,12 @@ def _assert_monitoring_flows(node) -> None:
     wanted = {"asap_monitor: tracking", "asap_policy: motors"}
     assert spin_until(node, lambda: len(markers) >= 2 and wanted <= set(diagnostics), 30.0), \
         f"markers {len(markers)}, diagnostics {sorted(diagnostics)}"
-    by_ns = {m.ns: m for m in markers[-1].markers}
-    assert "policy: none loaded" in by_ns["status"].text  # no policy pushed in this graph
-    assert "base: odometry" in by_ns["status"].text  # the twin's ground-truth base reached the monitor
-    assert len(by_ns["robot"].points) == 27 and {"contacts", "robot", "status"} <= set(by_ns)
+    shown = {(m.ns, m.id): m for m in markers[-1].markers}
+    text = shown["status", 0].text
+    assert "policy: none loaded" in text  # no policy pushed in this graph
+    assert "base: odometry" in text  # the twin's ground-truth base reached the monitor
+    assert len(shown["robot", 0].points) == 27  # the measured tracked points
+    assert {("contacts", 0), ("contacts", 1)} <= set(shown) and ("reference", 0) not in shown
     motors = {kv.key: kv.value for kv in diagnostics["asap_policy: motors"].values}
     assert motors["max_temperature_c"] == "25" and motors["faulty_motors"] == "0"  # the twin's constants
 
