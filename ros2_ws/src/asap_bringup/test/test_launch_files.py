@@ -66,6 +66,7 @@ def test_a_missing_file_substitution_is_explained(tmp_path: Path) -> None:
 
     (tmp_path / "config" / "profiles").mkdir(parents=True)
     (tmp_path / "config" / "profiles" / "p.yaml").write_text(
-        "nodes:\n  - {name: a, package: p, executable: e, overrides: {robot_description: $(file urdf/x.urdf)}}\n")
+        "nodes:\n  - {name: a, package: p, executable: e,\n"
+        "     overrides: {robot_description: $(file urdf/x.urdf)}}\n")
     with pytest.raises(ProfileError, match=r"reads .*urdf/x.urdf, which does not exist"):
         load_profile("p", tmp_path / "config")
