@@ -12,6 +12,7 @@ The core draws nothing itself; it returns a :class:`MonitorFrame` of numbers for
 - The reference is placed like ``asap-eval --backend twin`` does: moved horizontally so that its first
   frame's pelvis stands where the robot's pelvis stands when the POLICY run starts (heading kept). Outside
   POLICY the offset follows the robot, so the ghost previews the start pose where the robot stands.
+  A monitor started during a POLICY run keeps the clip's own placement until the next run.
 - Without a fresh base pose the live skeleton is drawn on the reference's pelvis (or the standing pelvis
   at the origin) and only the root-relative error is reported: a global error would be invented.
 - Foot contact is a kinematic estimate: a foot whose ankle-roll origin is within ``contact_height_m`` of
