@@ -67,9 +67,9 @@ def delta_rewards() -> dict[str, RewardTermCfg]:
     """Table II of the paper (research §4.3), except the action-norm weight.
 
     ASAP's −0.1 (README; −0.2 in the paper) assumes small corrections (|Δa| ≈ 0.05). For a 30 % ankle
-    torque gap the exact correction has |Δa| ≈ 1 per ankle joint, and at −0.1 a half correction out-scores
-    it (measured episode returns: none 5.11, half 5.62, exact 5.50); at −0.01 the exact one scores best
-    (5.94 vs 5.62 half, 5.11 none), so the penalty still prefers the smallest Δa among equal fits.
+    torque gap the exact correction has |Δa| ≈ 1 per ankle joint, and at −0.1 a two-thirds correction
+    out-scores it (measured mean episode returns: none 5.11, two-thirds 5.62, exact 5.50); at −0.01 the
+    exact one scores best (5.94; half 5.62, none 5.11): the penalty still prefers the smallest of equal fits.
     """
     r = RewardTermCfg
     return {
