@@ -269,7 +269,7 @@ class TrackingEnv:
             return
         self._update_curricula(env_ids)
         self._log_episode_sums(env_ids)
-        m, start = self._sample_starts(env_ids.size)
+        m, start = self._sample_starts(env_ids)
         self.motion_ids[env_ids], self.motion_start_s[env_ids] = m, start
         self.episode_step[env_ids] = 0
         self._randomize(env_ids)
@@ -284,8 +284,9 @@ class TrackingEnv:
         self.push_timer_s[env_ids] = 0.0
         self._refresh()
 
-    def _sample_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """(motion ids, start times) of ``count`` new episodes."""
+    def _sample_starts(self, env_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(motion ids, start times) of the new episodes of ``env_ids``."""
+        count = env_ids.size
         m = self.rng.integers(0, self.motions.num_motions, count)
         start = (
             self.rng.uniform(0.0, self.motions.duration_s[m]) if self.cfg.random_start else np.zeros(count)

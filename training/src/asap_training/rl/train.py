@@ -23,7 +23,7 @@ import io
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -156,10 +156,12 @@ def train(
     resume: bool = False,
     progress: bool = True,
     env: TrackingEnv | None = None,
+    before_learn: Callable[[TrackingRunner], None] | None = None,
 ) -> TrackingRunner:
     """Train until ``ppo_cfg.max_iterations`` (counting the iterations of a resumed run).
 
-    ``env`` (built from ``env_cfg``) replaces the default tracking env, e.g. stage 2's delta env.
+    ``env`` (built from ``env_cfg``) replaces the default tracking env, e.g. stage 2's delta env;
+    ``before_learn`` sees the runner before the first update of a fresh run (e.g. a warm start).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     write_params(run_dir, env_cfg, ppo_cfg)
@@ -169,6 +171,8 @@ def train(
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
         runner.load(str(checkpoint))
+    elif before_learn is not None:
+        before_learn(runner)
     remaining = ppo_cfg.max_iterations - runner.current_learning_iteration
     if remaining > 0:
         runner.learn(remaining)

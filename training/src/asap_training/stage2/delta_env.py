@@ -189,8 +189,8 @@ class DeltaEnv(TrackingEnv):
         delta: DeltaCfg | None = None,
         starts: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        """``starts`` = (trajectory ids, start frames) to replay in order, one per env and reset, instead
-        of uniform random ones (evaluation)."""
+        """``starts`` = (trajectory ids, start frames), one per env: env ``i`` replays from the same
+        recorded state at every reset (evaluation, target search) instead of uniform random ones."""
         if tuple(cfg.joint_names) != dataset.action_joints:
             raise ValueError(f"env joints differ from the dataset's action joints {dataset.action_joints}")
         if not np.isclose(cfg.dt, dataset.control_dt):
@@ -218,8 +218,9 @@ class DeltaEnv(TrackingEnv):
         lengths = np.array([tr.num_steps for tr in dataset.trajectories])
         self._first_row = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._lengths = lengths
+        if starts is not None and len(starts[0]) != cfg.num_envs:
+            raise ValueError(f"{len(starts[0])} fixed starts for {cfg.num_envs} envs: give one per env")
         self._starts = starts
-        self._next_start = 0
         from asap_sim.model import build_model
         from asap_sim.profiles import load_profile
 
@@ -227,14 +228,13 @@ class DeltaEnv(TrackingEnv):
         super().__init__(cfg, dataset_library(dataset, kin))
 
     # --- the four hooks ---------------------------------------------------------------------------------
-    def _sample_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+    def _sample_starts(self, env_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self._starts is not None:
             ids, frames = self._starts
-            k = (self._next_start + np.arange(count)) % len(ids)
-            self._next_start += count
-            return ids[k], frames[k] * self.dt
+            return ids[env_ids], frames[env_ids] * self.dt
         # every frame with at least one recorded successor is an equally likely start
         valid = self._lengths - 1
+        count = env_ids.size
         flat = self.rng.integers(0, valid.sum(), count)
         m = np.searchsorted(np.cumsum(valid), flat, side="right")
         frame = flat - (np.cumsum(valid) - valid)[m]

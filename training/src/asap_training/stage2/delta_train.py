@@ -23,6 +23,7 @@ from asap_training.rl.train import train
 from asap_training.stage2.dataset import RealDataset
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.stage2.delta_model import DeltaModelMeta, export_delta_model
+from asap_training.stage2.warm_start import WarmStartCfg, fit_actor, one_step_targets
 
 
 def delta_ppo_cfg(iterations: int) -> PpoCfg:
@@ -45,6 +46,7 @@ def train_delta(
     seed: int = 0,
     progress: bool = True,
     resume: bool = False,
+    warm_start: WarmStartCfg | None = None,
 ) -> tuple[Path, str]:
     """Train πΔ in the delta env (continuing ``run_dir``'s latest checkpoint if ``resume``) and export it;
     returns (``delta.onnx`` path, its sha256)."""
@@ -52,7 +54,21 @@ def train_delta(
     ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
     env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=profile, seed=seed)
     env = DeltaEnv(env_cfg, dataset, delta)
-    runner = train(env_cfg, ppo, run_dir, resume=resume, progress=progress, env=env)
+    warm = None
+    if warm_start is not None:
+        obs, targets, before, after = one_step_targets(dataset, delta, warm_start, profile)
+        warm = {"one_step_residual_before": before, "one_step_residual_after": after, "samples": len(obs)}
+
+        def before_learn(runner: object) -> None:
+            warm["regression_mse"] = fit_actor(runner.alg.get_policy(), obs, targets, warm_start)
+
+    else:
+        before_learn = None
+    runner = train(
+        env_cfg, ppo, run_dir, resume=resume, progress=progress, env=env, before_learn=before_learn
+    )
+    if warm is not None:
+        (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2) + "\n")
     meta = DeltaModelMeta(
         action_joints=dataset.action_joints,
         mask=tuple(env.delta_mask.tolist()),
