@@ -1,0 +1,67 @@
+"""Stage 2 training, CI-sized: the πΔ warm start, a short πΔ run, fine-tuning with provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asap_core.artifact import load_artifact
+from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
+from asap_training.stage2.dataset import RealDataset
+from asap_training.stage2.delta_env import DeltaCfg
+from asap_training.stage2.delta_model import DeltaModel
+from asap_training.stage2.delta_train import train_delta
+from asap_training.stage2.finetune import FineTuneCfg, fine_tune
+from asap_training.stage2.openloop import open_loop_errors
+from asap_training.stage2.warm_start import WarmStartCfg, one_step_targets
+
+PARENT = Path(__file__).resolve().parents[1] / "policies" / "arm_swing"
+ANKLES = DeltaCfg(joints=(".*_ankle_.*",))
+
+
+@pytest.fixture(scope="module")
+def weak_ankle_recording() -> RealDataset:
+    """The shipped policy on the twin core with half-strength ankles: the 'real' data."""
+    artifact = load_artifact(PARENT / "policy.onnx")
+    env = TrackingEnv(eval_env_cfg(artifact, None, "nominal"))
+    trajectory = rollout_twin(artifact, env, "weak_ankles").trajectory
+    return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
+
+
+def test_one_step_targets_explain_the_recorded_transitions(weak_ankle_recording):
+    obs, targets, before, after = one_step_targets(weak_ankle_recording, ANKLES, WarmStartCfg(max_samples=48))
+    assert obs.shape[0] == targets.shape[0] == 48 and targets.shape[1] == 4
+    assert after < 0.5 * before  # the simulator with Δa* reproduces the next states far better
+    assert np.mean(targets) < 0.0  # weaker real ankles: the nominal simulator's ankle targets are pulled in
+
+
+def test_delta_model_lowers_the_open_loop_error_and_fine_tuning_records_provenance(weak_ankle_recording, tmp_path):
+    ds = weak_ankle_recording
+    path, sha = train_delta(
+        ds, tmp_path / "delta", delta=ANKLES, iterations=1, num_envs=8, progress=False,
+        warm_start=WarmStartCfg(max_samples=96, epochs=150),
+    )  # fmt: skip
+    model = DeltaModel(path)
+    assert model.sha256 == sha and model.meta.dataset_sha256 == ds.sha256
+    assert sum(model.meta.mask) == 4
+    without = open_loop_errors(ds, horizons_s=(0.25,), max_windows=16)["0.25"]["e_g_mpjpe_mm"]
+    with_delta = open_loop_errors(ds, horizons_s=(0.25,), max_windows=16, delta_model=path)["0.25"]["e_g_mpjpe_mm"]
+    assert with_delta < without
+
+    out = tmp_path / "policy_asap.onnx"
+    cfg = FineTuneCfg(iterations=1, num_envs=4, delta_model=path, dataset_sha256=ds.sha256)
+    artifact_sha = fine_tune(PARENT, cfg, tmp_path / "finetune", out, progress=False)
+    artifact = load_artifact(out)  # the policy node's loader
+    assert artifact.sha256 == artifact_sha
+    prov = artifact.metadata.provenance
+    assert prov.parent_sha256 == load_artifact(PARENT / "policy.onnx").sha256
+    assert prov.delta_model_sha256 == sha and prov.dataset_sha256 == ds.sha256
+    assert artifact.metadata.observation.to_dict() == load_artifact(PARENT / "policy.onnx").metadata.observation.to_dict()
+
+
+def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a training run"):
+        fine_tune(tmp_path, FineTuneCfg(iterations=1), tmp_path / "run", tmp_path / "p.onnx", progress=False)
