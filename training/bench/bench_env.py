@@ -13,7 +13,9 @@ single-threaded process: per-core figures that do not depend on how busy a share
 from __future__ import annotations
 
 import argparse
+import functools
 import time
+from collections.abc import Callable
 
 import mujoco
 import numpy as np
@@ -24,6 +26,9 @@ from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner
 from asap_training.rl.vecenv import RslRlVecEnv
+
+Actions = Callable[[TrackingEnv, np.random.Generator], np.ndarray]
+"""The actions of one policy step for an env."""
 
 
 def reference_actions(env: TrackingEnv, rng: np.random.Generator, noise: float = 0.1) -> np.ndarray:
@@ -40,27 +45,27 @@ def make_env(num_envs: int) -> TrackingEnv:
     return TrackingEnv(TrackingEnvCfg(num_envs=num_envs, domain_rand=no_dr, seed=0))
 
 
-def env_policy_steps_per_s(num_envs: int, steps: int) -> float:
+def env_policy_steps_per_s(make: Callable[[], TrackingEnv], act: Actions, steps: int) -> float:
     """CPU time of the full MDP step (PD at physics rate, observations, rewards, terminations, resets)."""
-    env, rng = make_env(num_envs), np.random.default_rng(0)
+    env, rng = make(), np.random.default_rng(0)
     start, elapsed = 0.0, 0.0
     for _ in range(steps):
-        a = reference_actions(env, rng)
+        a = act(env, rng)
         start = time.process_time()
         env.step(a)
         elapsed += time.process_time() - start
-    return steps * num_envs / elapsed
+    return steps * env.num_envs / elapsed
 
 
-def raw_policy_steps_per_s(num_envs: int, steps: int) -> float:
+def raw_policy_steps_per_s(make: Callable[[], TrackingEnv], act: Actions, steps: int) -> float:
     """CPU time of bare ``mj_step`` replaying the same trajectories: the same seeded run is recorded
     (state at each policy step and the torques applied), then re-stepped ``decimation`` times per
     policy step with nothing else in the loop."""
-    env, rng = make_env(num_envs), np.random.default_rng(0)
+    env, rng = make(), np.random.default_rng(0)
     frames = []
     for _ in range(steps):
         snap = [(d.qpos.copy(), d.qvel.copy(), d.qacc_warmstart.copy()) for d in env.sim.datas]
-        env.step(reference_actions(env, rng))
+        env.step(act(env, rng))
         frames.append([(*s, d.ctrl.copy()) for s, d in zip(snap, env.sim.datas, strict=True)])
     model, data = env.sim.models[0], mujoco.MjData(env.sim.models[0])
     elapsed = 0.0
@@ -71,7 +76,7 @@ def raw_policy_steps_per_s(num_envs: int, steps: int) -> float:
             for _ in range(env.cfg.decimation):
                 mujoco.mj_step(model, data)
             elapsed += time.process_time() - start
-    return steps * num_envs / elapsed
+    return steps * env.num_envs / elapsed
 
 
 def main() -> None:
@@ -91,8 +96,9 @@ def main() -> None:
     print("G1 (29 motors), 200 Hz physics (PD every step), 50 Hz policy, 1 thread, CPU time per core")
     print(f"{'envs':>6} {'raw mj_step':>22} {'tracking env':>22} {'env/raw':>8}   (target >= 0.70)")
     for n in args.envs:
-        raw_sps = raw_policy_steps_per_s(n, args.steps)
-        env_sps = env_policy_steps_per_s(n, args.steps)
+        make = functools.partial(make_env, n)
+        raw_sps = raw_policy_steps_per_s(make, reference_actions, args.steps)
+        env_sps = env_policy_steps_per_s(make, reference_actions, args.steps)
         print(
             f"{n:>6} {raw_sps:>10.0f} policy steps/s {env_sps:>8.0f} policy steps/s {env_sps / raw_sps:>8.2f}"
         )

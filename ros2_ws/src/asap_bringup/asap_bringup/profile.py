@@ -3,7 +3,9 @@
 One YAML file per profile (``config/profiles/<name>.yaml``) is read by BOTH the ROS launch files
 (``launch/<name>.launch.py``) and the project's runner (``asap-up``), so the two cannot drift.
 Values of the form ``$(arg)`` refer to the profile's ``arguments``; the launch file maps them to
-``LaunchConfiguration`` substitutions, the runner to the values given on its command line.
+``LaunchConfiguration`` substitutions, the runner to the values given on its command line. Values of the
+form ``$(file path)`` are replaced, when the profile loads, by the text of ``path`` relative to the
+package's share folder (e.g. ``robot_description: $(file urdf/g1.urdf)`` for robot_state_publisher).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def default_config_dir() -> Path:
 
 CONFIG_DIR = default_config_dir()
 _ARG = re.compile(r"^\$\((\w+)\)$")
+_FILE = re.compile(r"^\$\(file ([^)]+)\)$")
 
 
 class ProfileError(ValueError):
@@ -111,6 +114,13 @@ def _node(entry: dict, i: int, path: Path, arguments: Mapping[str, Any], config_
             raise ProfileError(f"{where}: parameter file {f} does not exist")
     overrides = dict(entry.get("overrides") or {})
     for key, value in overrides.items():
+        f = _FILE.match(value) if isinstance(value, str) else None
+        if f:
+            source = config_dir.parent / f.group(1)
+            if not source.is_file():
+                raise ProfileError(f"{where}: override {key} reads {source}, which does not exist")
+            overrides[key] = source.read_text()
+            continue
         m = _ARG.match(value) if isinstance(value, str) else None
         if m and m.group(1) not in arguments:
             raise ProfileError(f"{where}: override {key} uses undeclared argument $({m.group(1)})")

@@ -50,6 +50,17 @@ def find_executable(package: str, executable: str) -> Path:
                       "build the workspace (make setup) and `source scripts/env.sh`")
 
 
+def _executable(entry: dict[str, Any]) -> Path:
+    """:func:`find_executable` of an entry; a missing optional node's error says how to skip it."""
+    try:
+        return find_executable(entry["package"], entry["executable"])
+    except RunnerError as e:
+        skip = entry["condition_argument"]
+        if skip:
+            raise RunnerError(f"{e}; or skip node {entry['name']!r} with {skip}:=false") from None
+        raise
+
+
 def parse_arguments(profile: Profile, assignments: list[str]) -> dict[str, Any]:
     """Profile arguments with ``name:=value`` command-line assignments applied (YAML-typed)."""
     values = dict(profile.arguments)
@@ -169,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         profile = load_profile(ns.profile, ns.config_dir)
         args = parse_arguments(profile, ns.assignments)
-        commands = [(e["name"], node_command(e, find_executable(e["package"], e["executable"])))
-                    for e in enabled_entries(profile, args)]
+        commands = [(e["name"], node_command(e, _executable(e))) for e in enabled_entries(profile, args)]
     except (ProfileError, RunnerError) as e:
         print(f"asap-up: {e}", file=sys.stderr)
         return 2

@@ -40,3 +40,33 @@ def test_every_profile_resolves_with_its_defaults() -> None:
         assert [e["name"] for e in entries] == [n.name for n in profile.nodes]
         for e in entries:
             assert all(Path(p).is_file() for p in e["parameters"] if isinstance(p, str))
+
+
+def test_robot_state_publisher_gets_the_urdf_text_through_launch_and_runner() -> None:
+    import yaml
+
+    from asap_bringup import runner
+
+    urdf = (PKG / "urdf" / "g1.urdf").read_text()
+    for name, enabled_by_default in (("robot", True), ("sim2sim", False)):
+        profile = load_profile(name, CONFIG)
+        (entry,) = [e for e in launch_entries(profile, profile.arguments.__getitem__)
+                    if e["package"] == "robot_state_publisher"]
+        assert entry["parameters"][-1] == {"robot_description": urdf}
+        assert profile.arguments[entry["condition_argument"]] is enabled_by_default
+        cmd = runner.node_command(entry, "/bin/robot_state_publisher")
+        key, _, text = cmd[cmd.index("-p") + 1].partition(":=")
+        assert key == "robot_description" and yaml.safe_load(text) == urdf  # what rcl parses back
+
+
+def test_a_missing_file_substitution_is_explained(tmp_path: Path) -> None:
+    import pytest
+
+    from asap_bringup.profile import ProfileError
+
+    (tmp_path / "config" / "profiles").mkdir(parents=True)
+    (tmp_path / "config" / "profiles" / "p.yaml").write_text(
+        "nodes:\n  - {name: a, package: p, executable: e,\n"
+        "     overrides: {robot_description: $(file urdf/x.urdf)}}\n")
+    with pytest.raises(ProfileError, match=r"reads .*urdf/x.urdf, which does not exist"):
+        load_profile("p", tmp_path / "config")

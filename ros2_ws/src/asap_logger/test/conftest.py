@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent / "graph")]
-from synth import Truth, write_episode  # noqa: E402
+from synth_bags import Truth, write_episode  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synth import T0, Truth, write_episode
+from synth_bags import T0, Truth, lowstate, record, typestore, write_episode, write_messages
 
 from asap_core.g1 import MOTOR_ORDER
 from asap_core.wire import LOWSTATE
@@ -22,7 +22,7 @@ from asap_logger.errors import (
     SequenceGapError,
 )
 from asap_logger.msgdefs import load_definition
-from asap_logger.reader import open_episode
+from asap_logger.reader import match_ticks, open_episode
 
 
 def test_streams_equal_truth(episode: tuple[Path, Truth]) -> None:
@@ -37,11 +37,13 @@ def test_streams_equal_truth(episode: tuple[Path, Truth]) -> None:
     np.testing.assert_allclose(ls.tau_est[0], -0.5 * np.arange(29))
     np.testing.assert_array_equal(ls.imu_quat[5], [1, 0, 0, 0])
     np.testing.assert_allclose(ls.imu_acc[5], [0, 0, 9.81], rtol=1e-6)
+    np.testing.assert_array_equal(ls.mode_machine, np.full(300, 5))
     pol = ep.policy()
     np.testing.assert_array_equal(pol.observation, truth.record_obs)
     np.testing.assert_array_equal(pol.tick, truth.record_tick)
     np.testing.assert_array_equal(pol.lowstate_tick, truth.lowstate_tick[::10])
     assert pol.q_target.shape == (30, 29) and pol.mode[0] == 3
+    assert pol.policy_sha256.tolist() == ["ab" * 32] * 30
     np.testing.assert_array_equal(pol.stamp_ns, truth.lowstate_t[::10])
     np.testing.assert_array_equal(ep.lowcmd().kp, np.repeat(truth.lowcmd_kp[:, None], 29, axis=1))
     odom = ep.odometry()
@@ -60,6 +62,37 @@ def test_aligned_on_policy_ticks(episode: tuple[Path, Truth]) -> None:
     assert np.all(data.lowcmd.t_ns <= data.policy.t_ns) and np.all(data.odometry.t_ns <= data.policy.t_ns)
     grid = ep.aligned(rate_hz=100)
     assert np.allclose(np.diff(grid.t), 0.01)
+
+
+def test_policy_vectors_are_nan_outside_policy_mode(tmp_path: Path) -> None:
+    """The node sends empty vectors on ticks that ran no policy (HOLD, ...): NaN rows, not an error."""
+    store = typestore()
+    msgs: list = [
+        ("/lowstate", T0 + i * 2_000_000, lowstate(store, 1000 + 2 * i, np.zeros(29), mode_machine=6))
+        for i in range(4)
+    ]
+    for k, mode in enumerate([2, 3, 3, 2]):
+        vec = np.arange(3, dtype=np.float32) + k if mode == 3 else np.zeros(0, np.float32)
+        sha = "ef" * 32 if mode == 3 else ""
+        rec = record(
+            store, T0, k, 1000 + 2 * k, vec, mode=mode, policy_sha256=sha, action=vec, action_raw=vec
+        )
+        msgs.append(("/policy/record", T0 + k * 2_000_000 + 1000, rec))
+    ep = open_episode(write_messages(tmp_path / "hold", sorted(msgs, key=lambda m: m[1])))
+    pol = ep.policy()
+    assert pol.action.shape == (4, 3) and pol.observation.shape == (4, 3)
+    assert np.isnan(pol.action[[0, 3]]).all() and np.isnan(pol.observation[[0, 3]]).all()
+    np.testing.assert_array_equal(pol.action[1:3], [[1, 2, 3], [2, 3, 4]])
+    assert pol.policy_sha256.tolist() == ["", "ef" * 32, "ef" * 32, ""]
+    np.testing.assert_array_equal(ep.lowstate().mode_machine, [6, 6, 6, 6])
+    assert ep.metadata == {"episode_id": "hold"}
+    with pytest.raises(DecodeError, match=r"field 'action' changes length between messages: \[0, 3\]"):
+        ep.decode("/policy/record", ["action"])  # without a fill value a length change stays an error
+
+
+def test_match_ticks() -> None:
+    np.testing.assert_array_equal(match_ticks(np.array([5, 9, 7]), np.array([7, 8, 5])), [2, -1, 0])
+    np.testing.assert_array_equal(match_ticks(np.array([5]), np.array([6]), np.array([3])), [3])
 
 
 def test_missing_topic_is_named(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from rosbags.rosbag2 import Reader
-from synth import Truth
+from synth_bags import Truth
 
 from asap_logger.cli import main as asap_bag
 from asap_logger.reader import open_episode

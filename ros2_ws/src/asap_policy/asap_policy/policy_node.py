@@ -46,6 +46,7 @@ from asap_core.safety import Staleness
 from asap_core.wire import decode_lowstate, encode_lowcmd
 from asap_policy import params
 from asap_policy.motion_switcher import MotionSwitcherClient
+from asap_policy.motor_health import motor_health
 
 TOPICS = {"lowcmd": "/lowcmd", "lowstate": "/lowstate", "record": "/policy/record",
           "status": "/policy/status", "joint_states": "/joint_states", "diagnostics": "/diagnostics",
@@ -481,9 +482,26 @@ class PolicyNode(Node):
         status = DiagnosticStatus(level=level, name="asap_policy: control loop",
                                   hardware_id="unitree_g1", message=c.fault or c.mode.name,
                                   values=[KeyValue(key=k, value=str(x)) for k, x in values.items()])
-        msg = DiagnosticArray(status=[status])
+        msg = DiagnosticArray(status=[status, self._motor_diagnostics()])
         msg.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(msg)
+
+    def _motor_diagnostics(self) -> DiagnosticStatus:
+        """Temperatures and fault words of the newest /lowstate (see asap_policy.motor_health)."""
+        with self._lock:
+            raw = self._raw_state
+        status = DiagnosticStatus(name="asap_policy: motors", hardware_id="unitree_g1")
+        if raw is None:
+            status.level, status.message = DiagnosticStatus.STALE, "no /lowstate yet"
+            return status
+        try:
+            health = motor_health(raw[0])
+        except ValueError as e:
+            status.level, status.message = DiagnosticStatus.ERROR, f"undecodable /lowstate: {e}"
+            return status
+        status.level, status.message = bytes([health.level]), health.message
+        status.values = [KeyValue(key=k, value=v) for k, v in health.values.items()]
+        return status
 
     def shutdown(self) -> None:
         """Stop the threads; if the robot was under stiffness control, leave it damped."""

@@ -168,6 +168,8 @@ class TrackingEnvCfg:
     joint_names: tuple[str, ...] = POLICY_JOINTS
     simulator: str = "asap_training.sim.mujoco_cpu:MujocoCpuSimulator"
     """Backend class (``module:Class``) implementing :class:`asap_training.sim.base.Simulator`."""
+    simulator_args: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments of the backend (e.g. a learned residual model's path)."""
     seed: int = 0
     random_start: bool = True
     """Reference-state init at a uniform random motion time (ASAP's RSI); False: start every episode at 0."""

@@ -67,8 +67,9 @@ class TrackingEnv:
             n,
             self._motor_params(np.ones((n, g1.NUM_MOTORS))),
             latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
+            **cfg.simulator_args,
         )
-        self.num_actions = len(cfg.joint_names)
+        self.num_actions = self._action_dim()
         self._setup_joints()
         self._setup_terms()
         self.max_delay = (
@@ -184,8 +185,8 @@ class TrackingEnv:
         self._queue = np.roll(self._queue, 1, axis=1)
         self._queue[:, 0] = self.action
         applied = self._queue[np.arange(self.num_envs), self.delay]
-        delta = self.delta_source(self, applied) if self.delta_source else None
-        q_target = action_path.joint_targets(applied, delta, self.default_q, self.cfg.actions.scale)
+        action, delta = self._compose_action(applied)
+        q_target = action_path.joint_targets(action, delta, self.default_q, self.cfg.actions.scale)
         cmd = MotorCommand.position(
             self.joint_map.apply(q_target, fill=self.default_q_motor), self.kp_motor, self.kd_motor
         )
@@ -199,6 +200,15 @@ class TrackingEnv:
         self.extras = {"time_outs": self.time_out.copy(), "log": self._log()}
         self.reset(np.flatnonzero(done))
         return self.observations(), reward, done, self.extras
+
+    def _action_dim(self) -> int:
+        """Width of the agent's action: one per policy joint."""
+        return len(self.cfg.joint_names)
+
+    def _compose_action(self, applied: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(a, Δa) of this step from the (delayed) policy output: a = the policy's action, Δa from the
+        configured frozen delta model (stage-2 fine-tuning) or None."""
+        return applied, (self.delta_source(self, applied) if self.delta_source else None)
 
     def _push(self) -> None:
         dr = self.cfg.domain_rand
@@ -259,30 +269,11 @@ class TrackingEnv:
             return
         self._update_curricula(env_ids)
         self._log_episode_sums(env_ids)
-        m = self.rng.integers(0, self.motions.num_motions, env_ids.size)
-        start = (
-            self.rng.uniform(0.0, self.motions.duration_s[m]) if self.cfg.random_start else np.zeros(m.size)
-        )
+        m, start = self._sample_starts(env_ids.size)
         self.motion_ids[env_ids], self.motion_start_s[env_ids] = m, start
         self.episode_step[env_ids] = 0
         self._randomize(env_ids)
-        ref = self.motions.sample(m, start)
-        root_pos, root_quat = ref.pos_w[:, 0].copy(), ref.quat_w[:, 0].copy()
-        dof, dof_vel = ref.dof_pos.copy(), ref.dof_vel.copy()
-        level = self.cfg.domain_rand.init_noise
-        if level:
-            root_pos += self.rng.normal(0, 0.05 * level, root_pos.shape)
-            dof += self.rng.normal(0, 0.1 * level, dof.shape)
-            dof_vel += self.rng.normal(0, 0.15 * level, dof_vel.shape)
-        self.sim.reset(
-            env_ids,
-            root_pos,
-            root_quat,
-            ref.lin_vel_w[:, 0],
-            ref.ang_vel_w[:, 0],
-            self.joint_map.apply(dof, fill=self.default_q_motor),
-            self.joint_map.apply(dof_vel, fill=0.0),
-        )
+        self.sim.reset(env_ids, *self._initial_state(m, start))
         mask = np.zeros(self.num_envs, dtype=bool)
         mask[env_ids] = True
         self._actor.reset(mask)
@@ -292,6 +283,33 @@ class TrackingEnv:
         self._queue[env_ids] = 0.0
         self.push_timer_s[env_ids] = 0.0
         self._refresh()
+
+    def _sample_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(motion ids, start times) of ``count`` new episodes."""
+        m = self.rng.integers(0, self.motions.num_motions, count)
+        start = (
+            self.rng.uniform(0.0, self.motions.duration_s[m]) if self.cfg.random_start else np.zeros(count)
+        )
+        return m, start
+
+    def _initial_state(self, motion_ids: np.ndarray, start_s: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Reference-state init (``Simulator.reset`` arguments), with ASAP's initial-noise level."""
+        ref = self.motions.sample(motion_ids, start_s)
+        root_pos, root_quat = ref.pos_w[:, 0].copy(), ref.quat_w[:, 0].copy()
+        dof, dof_vel = ref.dof_pos.copy(), ref.dof_vel.copy()
+        level = self.cfg.domain_rand.init_noise
+        if level:
+            root_pos += self.rng.normal(0, 0.05 * level, root_pos.shape)
+            dof += self.rng.normal(0, 0.1 * level, dof.shape)
+            dof_vel += self.rng.normal(0, 0.15 * level, dof_vel.shape)
+        return (
+            root_pos,
+            root_quat,
+            ref.lin_vel_w[:, 0],
+            ref.ang_vel_w[:, 0],
+            self.joint_map.apply(dof, fill=self.default_q_motor),
+            self.joint_map.apply(dof_vel, fill=0.0),
+        )
 
     def _randomize(self, env_ids: np.ndarray) -> None:
         dr = self.cfg.domain_rand

@@ -37,6 +37,7 @@ from asap_training import quat
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
+from asap_training.stage2.dataset import RealTrajectory
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Rollout:
     ref_pos_w: np.ndarray
     fell: bool
     dt: float
+    trajectory: RealTrajectory | None = None
+    """What the policy observed and applied each tick (twin rollouts): a stage-2 dataset trajectory."""
 
 
 def eval_env_cfg(
@@ -104,10 +107,16 @@ def rollout(env: TrackingEnv, policy: OnnxPolicy) -> Rollout:
         ref.append(env.ref.pos_w[0].copy())
 
 
-def rollout_twin(artifact: PolicyArtifact, env: TrackingEnv, profile: str) -> Rollout:
-    """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd."""
+def rollout_twin(
+    artifact: PolicyArtifact, env: TrackingEnv, profile: str, seed: int | None = None
+) -> Rollout:
+    """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd.
+
+    Also returns the run as a stage-2 trajectory (sensed joints, ground-truth base as mocap would give,
+    applied actions), the ROS-free counterpart of an ingested episode bag.
+    """
     meta = artifact.metadata
-    twin = Twin(load_profile(profile), TwinConfig(band_held=False))
+    twin = Twin(load_profile(profile), TwinConfig(band_held=False, seed=seed))
     policy = LoadedPolicy(artifact)
     kp_fill, kd_fill = g1.gains(g1.MOTOR_ORDER, "asap")
     kp = policy.joint_map.apply(policy.kp, fill=kp_fill)
@@ -117,23 +126,31 @@ def rollout_twin(artifact: PolicyArtifact, env: TrackingEnv, profile: str) -> Ro
     offset = twin.data.qpos[:3] - env.motions.sample(np.array([0]), np.array([0.0])).pos_w[0, 0]
     offset[2] = 0.0
     last_action = np.zeros(policy.num_joints)
-    robot, ref = [], []
+    robot, ref, rows = [], [], []
+    fell = False
     for tick in range(int(meta.motion.length_s / meta.control_dt) + 1):
         s = twin.read_state()
-        robot.append(env.kin.points(twin.data.qpos.copy())[0][0])
+        qpos, qvel = twin.data.qpos.copy(), twin.data.qvel.copy()
+        robot.append(env.kin.points(qpos)[0][0])
         ref.append(env.motions.sample(np.array([0]), np.array([tick * meta.control_dt])).pos_w[0] + offset)
         if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
-            return Rollout(np.array(robot), np.array(ref), True, meta.control_dt)
+            fell = True
+            break
         phase = motion_phase(tick, meta.control_dt, meta.motion.length_s)
         state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
         _, raw, _ = policy.step(state, last_action, phase)
         last_action = np.clip(raw, -policy.clip, policy.clip)
+        rows.append(
+            (qpos[:3], qpos[3:7], qvel[:3], quat.rotate(qpos[3:7], qvel[3:6]), s.q, s.dq, last_action, phase)
+        )
         q_des = policy.joint_map.apply(
             policy.default_q + policy.scale * last_action, fill=g1.default_pose(g1.MOTOR_ORDER)
         )
         twin.set_command(SimMotorCommand.position(q_des, kp, kd))
         twin.step(substeps)
-    return Rollout(np.array(robot), np.array(ref), False, meta.control_dt)
+    columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None
+    trajectory = RealTrajectory(f"twin:{profile}", *columns) if columns else None
+    return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory)
 
 
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:

@@ -17,7 +17,9 @@ from asap_core.artifact import Motion, PolicyMetadata, Provenance, export_torch_
 from asap_training.envs.tracking_env import TrackingEnv
 
 
-def policy_metadata(env: TrackingEnv, name: str, run_name: str = "") -> PolicyMetadata:
+def policy_metadata(
+    env: TrackingEnv, name: str, run_name: str = "", provenance: Provenance | None = None
+) -> PolicyMetadata:
     """The artifact metadata of a policy trained in ``env`` (single-motion: the motion's name and length)."""
     cfg = env.cfg
     kp, kd = env.joint_map.gather(env.kp_motor), env.joint_map.gather(env.kd_motor)
@@ -35,15 +37,21 @@ def policy_metadata(env: TrackingEnv, name: str, run_name: str = "") -> PolicyMe
         motion=Motion(name=motion.name, length_s=motion.duration_s),
         onnx_input="actor_obs",
         onnx_output="action",
-        provenance=Provenance(training_run=run_name),
+        provenance=provenance or Provenance(training_run=run_name),
     )
 
 
-def export_runner(runner: object, path: Path, run_name: str = "", name: str | None = None) -> str:
+def export_runner(
+    runner: object,
+    path: Path,
+    run_name: str = "",
+    name: str | None = None,
+    provenance: Provenance | None = None,
+) -> str:
     """Export a :class:`asap_training.rl.train.TrackingRunner`'s actor; returns the artifact's sha256."""
     env: TrackingEnv = runner.tracking_env
     module = runner.alg.get_policy().as_onnx(verbose=False)
-    meta = policy_metadata(env, name or f"asap_{env.motions.motions[0].name}", run_name)
+    meta = policy_metadata(env, name or f"asap_{env.motions.motions[0].name}", run_name, provenance)
     sha = export_torch_policy(path, module.cpu(), meta)
     load_artifact(path)  # the node's loader: refuse to hand out a file it would reject
     return sha

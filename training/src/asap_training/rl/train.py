@@ -150,13 +150,21 @@ def read_params(run_dir: Path) -> tuple[TrackingEnvCfg, PpoCfg]:
 
 
 def train(
-    env_cfg: TrackingEnvCfg, ppo_cfg: PpoCfg, run_dir: Path, resume: bool = False, progress: bool = True
+    env_cfg: TrackingEnvCfg,
+    ppo_cfg: PpoCfg,
+    run_dir: Path,
+    resume: bool = False,
+    progress: bool = True,
+    env: TrackingEnv | None = None,
 ) -> TrackingRunner:
-    """Train until ``ppo_cfg.max_iterations`` (counting the iterations of a resumed run)."""
+    """Train until ``ppo_cfg.max_iterations`` (counting the iterations of a resumed run).
+
+    ``env`` (built from ``env_cfg``) replaces the default tracking env, e.g. stage 2's delta env.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     write_params(run_dir, env_cfg, ppo_cfg)
     torch.manual_seed(env_cfg.seed)
-    env = RslRlVecEnv(TrackingEnv(env_cfg))
+    env = RslRlVecEnv(env or TrackingEnv(env_cfg))
     runner = TrackingRunner(env, ppo_cfg.to_rsl_rl(), log_dir=str(run_dir), progress=progress)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:

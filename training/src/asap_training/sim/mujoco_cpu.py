@@ -155,6 +155,12 @@ class MujocoCpuSimulator:
                     ctrl[act] = tau[k]
                     mujoco.mj_step(models[k], d)
                     cq[k], cdq[k] = qpos[q], qvel[dq]
+            for k, d in enumerate(datas):
+                # mj_step leaves body poses and velocities at the start of its last step: bring the ones
+                # the MDP reads up to the new qpos/qvel (a 2-5 ms lag otherwise)
+                mujoco.mj_kinematics(models[k], d)
+                mujoco.mj_comPos(models[k], d)
+                mujoco.mj_comVel(models[k], d)
             self.state.joint_torque[sl] = tau
         self._read_state()
 

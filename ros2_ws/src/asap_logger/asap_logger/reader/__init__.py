@@ -12,6 +12,7 @@ from asap_logger.reader.episode import (
     OdometryArrays,
     PolicyArrays,
     TopicNames,
+    match_ticks,
     open_episode,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "OdometryArrays",
     "PolicyArrays",
     "TopicNames",
+    "match_ticks",
     "open_episode",
 ]

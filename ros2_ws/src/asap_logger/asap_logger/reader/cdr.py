@@ -146,13 +146,20 @@ def _extract(layout: Layout, rows: np.ndarray, fields: list[str], topic: str) ->
 
 
 def decode(
-    defs: FieldDefs, msgtype: str, blobs: list, fields: list[str], topic: str = ""
+    defs: FieldDefs,
+    msgtype: str,
+    blobs: list,
+    fields: list[str],
+    topic: str = "",
+    *,
+    empty_fill: float | None = None,
 ) -> dict[str, np.ndarray]:
     """Decode ``fields`` of every message in ``blobs``: {field path: (N, count) array}.
 
     A scalar field gives an (N, 1) array, a fixed array or repeated nested field (N, count).
     Raises ``DecodeError`` naming the topic and message when bytes do not fit the schema or a
-    field's length varies between messages.
+    field's length varies between messages, unless it varies only by being empty in some and
+    ``empty_fill`` is given: those rows are then filled with it.
     """
     if not blobs:
         raise DecodeError(topic, 0, "no messages")
@@ -167,7 +174,7 @@ def decode(
         (rows, _extract(layout, _stack([blobs[i] for i in rows], layout.size), fields, topic))
         for layout, rows in groups.values()
     ]
-    return {name: _merge(name, parts, len(blobs), topic) for name in fields}
+    return {name: _merge(name, parts, len(blobs), topic, empty_fill) for name in fields}
 
 
 def _plan(defs: FieldDefs, msgtype: str, blob, topic: str, index: int) -> Layout:
@@ -188,14 +195,16 @@ def _uniform(layout: Layout, blobs: list) -> bool:
     return all(bool((_column(rows, [(o, 1)], "<u4")[:, 0] == v).all()) for o, v in layout.prefixes)
 
 
-def _merge(name: str, parts: list, n: int, topic: str) -> np.ndarray:
+def _merge(name: str, parts: list, n: int, topic: str, empty_fill: float | None) -> np.ndarray:
     widths = {p[name].shape[1] for _, p in parts}
+    if empty_fill is not None and len(widths) == 2 and 0 in widths:
+        widths.discard(0)
     if len(widths) > 1:
         raise DecodeError(
             topic, parts[1][0][0], f"field {name!r} changes length between messages: {sorted(widths)}"
         )
-    sample = parts[0][1][name]
+    sample = next(p[name] for _, p in parts if p[name].shape[1] in widths)
     out = np.empty((n, sample.shape[1]), dtype=sample.dtype)
     for rows, values in parts:
-        out[rows] = values[name]
+        out[rows] = values[name] if values[name].shape[1] or empty_fill is None else empty_fill
     return out

@@ -86,6 +86,8 @@ class LowStateArrays(_Rows):
     """(N, 3) float32 angular velocity, rad/s, IMU frame."""
     imu_acc: np.ndarray
     """(N, 3) float32 linear acceleration, m/s^2, IMU frame."""
+    mode_machine: np.ndarray
+    """(N,) uint8 robot variant the firmware reports (must stay constant; ingest checks it)."""
     joint_names: tuple[str, ...] = MOTOR_ORDER
 
 
@@ -139,10 +141,15 @@ class PolicyArrays(_Rows):
     lowstate_tick: np.ndarray
     """(N,) the LowState.tick each observation was built from (exact state alignment)."""
     observation: np.ndarray
+    """(N, obs dim) float32; the vectors are NaN on ticks that ran no policy (outside POLICY mode
+    the node sends them empty)."""
     action_raw: np.ndarray
     action: np.ndarray
+    """(N, A) float32 after the safety filter: what was applied."""
     q_target: np.ndarray
     inference_ms: np.ndarray
+    policy_sha256: np.ndarray
+    """(N,) str, sha256 of the artifact that ran the tick ('' when none was loaded)."""
 
 
 @dataclass(frozen=True)
@@ -275,10 +282,16 @@ class Episode:
             topic, entry[0], np.asarray(entry[1], np.int64), np.asarray(entry[2], np.int64), entry[3]
         )
 
-    def decode(self, topic: str, field_paths: list[str]) -> dict[str, np.ndarray]:
-        """Decode ``field_paths`` (e.g. ``motor_state.q``) of every message: {path: (N, count)}."""
+    def decode(
+        self, topic: str, field_paths: list[str], *, empty_fill: float | None = None
+    ) -> dict[str, np.ndarray]:
+        """Decode ``field_paths`` (e.g. ``motor_state.q``) of every message: {path: (N, count)}.
+
+        ``empty_fill``: a sequence empty in some messages fills their rows with it (else an error)."""
         raw = self.raw(topic)
-        return decode(self._fielddefs(raw.msgtype), raw.msgtype, raw.blobs, field_paths, topic)
+        return decode(
+            self._fielddefs(raw.msgtype), raw.msgtype, raw.blobs, field_paths, topic, empty_fill=empty_fill
+        )
 
     def _once(self, key: str, decode: Callable[[], _T]) -> _T:
         if key not in self._decoded:
@@ -324,6 +337,7 @@ class Episode:
                 "imu_state.quaternion",
                 "imu_state.gyroscope",
                 "imu_state.accelerometer",
+                "mode_machine",
             ],
         )
         t_ns, t = self._times(topic)
@@ -338,6 +352,7 @@ class Episode:
             f["imu_state.quaternion"],
             f["imu_state.gyroscope"],
             f["imu_state.accelerometer"],
+            f["mode_machine"][:, 0],
         )
 
     def lowcmd(self) -> LowCmdArrays:
@@ -384,7 +399,9 @@ class Episode:
         vectors = ["observation", "action_raw", "action", "q_target"]
         scalars = ["tick", "mode", "phase", "lowstate_tick"]
         f = self.decode(
-            topic, [*scalars, *vectors, "inference_ms", "header.stamp.sec", "header.stamp.nanosec"]
+            topic,
+            [*scalars, *vectors, "inference_ms", "policy_sha256", "header.stamp.sec", "header.stamp.nanosec"],
+            empty_fill=np.nan,  # ticks outside POLICY mode carry empty vectors
         )
         t_ns, t = self._times(topic)
         return PolicyArrays(
@@ -394,6 +411,7 @@ class Episode:
             *(f[k][:, 0] for k in scalars),
             *(f[k] for k in vectors),
             f["inference_ms"][:, 0],
+            f["policy_sha256"][:, 0].astype(str),
         )
 
     # -- validation and alignment -----------------------------------------------------------------
@@ -443,7 +461,7 @@ class Episode:
         rows = {k: _hold(v.t_ns, grid) for k, v in streams.items() if v is not None}
         if policy is not None and rate_hz is None:
             rows["policy"] = np.arange(len(grid))
-            rows["lowstate"] = _match_ticks(lowstate.tick, policy.lowstate_tick, rows["lowstate"])
+            rows["lowstate"] = match_ticks(lowstate.tick, policy.lowstate_tick, rows["lowstate"])
         keep = np.logical_and.reduce([r >= 0 for r in rows.values()])
         taken = {k: (v.take(rows[k][keep]) if v is not None else None) for k, v in streams.items()}
         return AlignedEpisode(t=(grid[keep] - self.start_ns) * 1e-9, **taken)
@@ -458,7 +476,11 @@ def _hold(t_ns: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.maximum.accumulate(t_ns), grid, side="right") - 1  # tolerate reordering
 
 
-def _match_ticks(ticks: np.ndarray, wanted: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+def match_ticks(ticks: np.ndarray, wanted: np.ndarray, fallback: np.ndarray | None = None) -> np.ndarray:
+    """Row of ``ticks`` holding each ``wanted`` tick (e.g. the LowState a policy tick observed);
+    ``fallback`` (default -1) where no row has it."""
+    if fallback is None:
+        fallback = np.full(len(wanted), -1)
     order = np.argsort(ticks, kind="stable")
     pos = np.clip(np.searchsorted(ticks[order], wanted), 0, len(ticks) - 1)
     return np.where(ticks[order][pos] == wanted, order[pos], fallback)

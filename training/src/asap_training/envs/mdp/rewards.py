@@ -116,3 +116,8 @@ def torque_limits(env: TrackingEnv) -> np.ndarray:
 def terminated(env: TrackingEnv) -> np.ndarray:
     """1 on a non-timeout termination."""
     return env.terminated.astype(np.float64)
+
+
+def action_norm_exp(env: TrackingEnv) -> np.ndarray:
+    """``exp(‖a‖) − 1``: ASAP's minimal-action-norm penalty of the delta model (0 at a = 0)."""
+    return np.expm1(np.linalg.norm(env.action, axis=1))

@@ -1,7 +1,13 @@
-"""Synthetic episode bags of known content, serialized by rosbags (no rclpy needed)."""
+"""Synthetic episode bags of known content, serialized by rosbags (no rclpy needed).
+
+Shared by the logger's reader tests and training's ingest tests: message builders with known fields,
+:func:`write_messages` for any message sequence, :func:`write_episode` for a standard episode.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,14 +51,14 @@ class Truth:
     odom_pos: np.ndarray
 
 
-def lowstate(store, tick: int, q: np.ndarray):
-    """A LowState with ``tick`` and joint positions ``q`` (29)."""
+def lowstate(store, tick: int, q: np.ndarray, *, dq: np.ndarray | None = None, mode_machine: int = 5):
+    """A LowState with ``tick``, joint positions ``q`` (29) and velocities ``dq`` (29; default 0.1 i)."""
     m = store.types
     motors = [
         m["unitree_hg/msg/MotorState"](
             mode=1,
             q=float(q[i]) if i < 29 else 0.0,
-            dq=0.1 * i,
+            dq=(0.1 * i if dq is None else float(dq[i])) if i < 29 else 0.0,
             ddq=0.0,
             tau_est=-0.5 * i,
             temperature=np.zeros(2, np.int16),
@@ -73,7 +79,7 @@ def lowstate(store, tick: int, q: np.ndarray):
     return m["unitree_hg/msg/LowState"](
         version=np.zeros(2, np.uint32),
         mode_pr=0,
-        mode_machine=5,
+        mode_machine=mode_machine,
         tick=tick,
         imu_state=imu,
         motor_state=motors,
@@ -103,34 +109,58 @@ def header(store, t_ns: int, frame: str = ""):
     )
 
 
-def record(store, t_ns: int, tick: int, lowstate_tick: int, obs: np.ndarray):
-    """A PolicyRecord for policy tick ``tick``."""
-    act = np.linspace(-1, 1, 29, dtype=np.float32)
+def record(
+    store,
+    t_ns: int,
+    tick: int,
+    lowstate_tick: int,
+    obs: np.ndarray,
+    *,
+    mode: int = 3,
+    phase: float | None = None,
+    policy_sha256: str = "ab" * 32,
+    action: np.ndarray | None = None,
+    action_raw: np.ndarray | None = None,
+):
+    """A PolicyRecord for policy tick ``tick`` (stamped ``t_ns``). Defaults: POLICY mode, phase
+    tick / 100, action = action_raw = linspace(-1, 1, 29). Empty vectors are what the node sends
+    outside POLICY mode."""
+    act = np.linspace(-1, 1, 29, dtype=np.float32) if action is None else np.asarray(action, np.float32)
+    raw = act if action_raw is None else np.asarray(action_raw, np.float32)
     return store.types["asap_msgs/msg/PolicyRecord"](
         header=header(store, t_ns),
         tick=tick,
-        mode=3,
-        phase=tick / 100.0,
-        policy_sha256="ab" * 32,
+        mode=mode,
+        phase=tick / 100.0 if phase is None else phase,
+        policy_sha256=policy_sha256,
         lowstate_tick=lowstate_tick,
         observation=obs.astype(np.float32),
-        action_raw=act,
+        action_raw=raw,
         action=act,
         q_target=act * 0.25,
         inference_ms=0.03,
     )
 
 
-def odometry(store, t_ns: int, pos: np.ndarray):
-    """An Odometry at ``pos`` with identity orientation."""
+def odometry(
+    store,
+    t_ns: int,
+    pos: np.ndarray,
+    *,
+    quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
+    lin_vel: Sequence[float] = (1.0, 0.0, 0.0),
+    ang_vel: Sequence[float] = (0.0, 0.0, 0.5),
+):
+    """An Odometry at ``pos``, orientation ``quat`` (w, x, y, z), twist in the child frame."""
     g = store.types
+    w, x, y, z = (float(v) for v in quat)
+    vec = g["geometry_msgs/msg/Vector3"]
     pose = g["geometry_msgs/msg/Pose"](
         position=g["geometry_msgs/msg/Point"](x=pos[0], y=pos[1], z=pos[2]),
-        orientation=g["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+        orientation=g["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w),
     )
     twist = g["geometry_msgs/msg/Twist"](
-        linear=g["geometry_msgs/msg/Vector3"](x=1.0, y=0.0, z=0.0),
-        angular=g["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.5),
+        linear=vec(*(float(v) for v in lin_vel)), angular=vec(*(float(v) for v in ang_vel))
     )
     return g["nav_msgs/msg/Odometry"](
         header=header(store, t_ns, "world"),
@@ -138,6 +168,34 @@ def odometry(store, t_ns: int, pos: np.ndarray):
         pose=g["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
         twist=g["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)),
     )
+
+
+def write_messages(
+    path: Path,
+    messages: Iterable[tuple[str, int, object]],
+    *,
+    metadata: dict | None = None,
+    cfg: BagCfg | None = None,
+) -> Path:
+    """Write ``(topic, receive time ns, message)`` in order into the bag ``path`` (topics of :data:`TYPES`).
+
+    ``metadata`` is stored as the recorder stores an episode's: in the bag and as ``episode.json``.
+    """
+    store = typestore()
+    meta = {"episode_id": path.name, **(metadata or {})}
+    writer = BagWriter(
+        path,
+        cfg or BagCfg(fsync=False, chunk_bytes=64 << 10),
+        custom_data={"episode_id": meta["episode_id"], "json": json.dumps(meta)},
+    )
+    ids: dict[str, int] = {}
+    for topic, t_ns, msg in messages:
+        if topic not in ids:
+            ids[topic] = writer.add_topic(TopicInfo(topic, load_definition(TYPES[topic]), (qos_profile(),)))
+        writer.write(ids[topic], t_ns, t_ns, store.serialize_cdr(msg, TYPES[topic]))
+    writer.close()
+    (path / "episode.json").write_text(json.dumps(meta))
+    return path
 
 
 def write_episode(

@@ -1,0 +1,91 @@
+"""Stage 2 on 2 cores: delta-env samples/s against raw ``mj_step``, and the time to fit πΔ.
+
+    python training/bench/bench_delta.py [--envs 32] [--steps 40] [--budget-s 600] [--gap weak_ankles]
+
+1. The delta env (open-loop replays at the twin's 500 Hz, Table II rewards, the πΔ observation) against bare
+   ``mj_step`` replaying the same trajectories, CPU time of this process (as ``bench_env.py``).
+2. The wall time PPO needs to bring πΔ's open-loop replay error (1.0 s horizon, E_g-mpjpe) on a recording
+   of the shipped policy on the twin with a reality gap below ``--target`` × the uncorrected error,
+   checking every ``--check-every`` iterations (prints the curve; gives up at ``--budget-s``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from bench_env import env_policy_steps_per_s, raw_policy_steps_per_s
+
+from asap_core.artifact import load_artifact
+from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
+from asap_training.stage2.dataset import RealDataset
+from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
+from asap_training.stage2.delta_train import delta_ppo_cfg, train_delta
+from asap_training.stage2.openloop import open_loop_errors
+
+SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
+
+
+def recording(gap: str) -> RealDataset:
+    """The shipped policy on the twin core under ``gap``: the 'real' data."""
+    artifact = load_artifact(SHIPPED)
+    trajectory = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact, None, "nominal")), gap).trajectory
+    return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
+
+
+def noisy_delta(env: TrackingEnv, rng: np.random.Generator) -> np.ndarray:
+    """Exploration-sized Δa, as in early πΔ training."""
+    return rng.normal(scale=0.1, size=(env.num_envs, env.num_actions))
+
+
+def main() -> None:
+    """Print the figures."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--envs", type=int, default=32, help="parallel replays")
+    p.add_argument("--steps", type=int, default=40, help="policy steps per throughput measurement")
+    p.add_argument("--gap", default="weak_ankles", help="twin dynamics profile of the recording")
+    p.add_argument("--joints", nargs="+", default=[".*_ankle_.*"], help="joints πΔ corrects")
+    p.add_argument("--target", type=float, default=0.7, help="fraction of the uncorrected 1 s error to reach")
+    p.add_argument("--check-every", type=int, default=10, help="PPO iterations between error checks")
+    p.add_argument("--budget-s", type=float, default=600.0, help="wall-time budget of the fit")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    ds = recording(args.gap)
+    make = functools.partial(
+        DeltaEnv, delta_env_cfg(ds, num_envs=args.envs), ds, DeltaCfg(joints=tuple(args.joints))
+    )
+    raw = raw_policy_steps_per_s(make, noisy_delta, args.steps)
+    env = env_policy_steps_per_s(make, noisy_delta, args.steps)
+    print(f"recording: shipped policy on the twin, '{args.gap}' gap, {ds.num_steps} ticks")
+    print("delta env, 500 Hz physics (PD every step), 50 Hz policy, 1 thread, CPU time per core")
+    print(f"  raw mj_step {raw:8.0f} samples/s   delta env {env:8.0f} samples/s   env/raw {env / raw:.2f}")
+    before = open_loop_errors(ds)["1"]["e_g_mpjpe_mm"]
+    goal = args.target * before
+    print(f"fit πΔ: open-loop 1.0 s E_g-mpjpe {before:.1f} mm uncorrected; target {goal:.1f} mm")
+    run_dir, total, t0 = Path(tempfile.mkdtemp(prefix="bench_delta_")), 0, time.monotonic()
+    delta = DeltaCfg(joints=tuple(args.joints))
+    while time.monotonic() - t0 < args.budget_s:
+        total += args.check_every
+        ppo = delta_ppo_cfg(total)
+        path, _ = train_delta(
+            ds, run_dir, delta=delta, ppo=replace(ppo, save_interval=args.check_every), iterations=total,
+            num_envs=args.envs, progress=False, resume=True,
+        )  # fmt: skip
+        err = open_loop_errors(ds, delta_model=path)["1"]["e_g_mpjpe_mm"]
+        wall = time.monotonic() - t0
+        print(f"  {total:5d} iterations  {wall:7.1f} s  open-loop 1.0 s E_g-mpjpe {err:7.1f} mm", flush=True)
+        if err <= goal:
+            print(f"reached {err:.1f} <= {goal:.1f} mm in {wall:.0f} s wall ({total} iterations)")
+            return
+    print(f"not reached within {args.budget_s:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Closed-loop tracking numbers (paper Table IV) of a recorded run: an ingested episode or a twin rollout.
+
+The robot's tracked points are the FK of the recorded base (mocap) and joints; the reference is the policy's
+motion at the phase the policy used, moved so that its pelvis starts where the robot's did (heading kept),
+as the twin evaluation does. A run whose policy segment ends before the motion's end fell (or faulted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from asap_core import g1
+from asap_training.metrics import TrackingMetrics, tracking_metrics
+from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary
+from asap_training.stage2.dataset import RealTrajectory
+
+END_PHASE = 0.98
+"""A run that reached this phase ran the motion to its end (the last tick may fall short of 1.0)."""
+
+
+@dataclass(frozen=True)
+class ClosedLoopRun:
+    """Points of one run and its metrics."""
+
+    robot_pos_w: np.ndarray
+    """(T, 27, 3)"""
+    ref_pos_w: np.ndarray
+    metrics: TrackingMetrics
+
+
+def robot_points(traj: RealTrajectory, kin: G1Kinematics, fps: float) -> np.ndarray:
+    """(T, 27, 3) tracked points of the recorded states."""
+    clip = MotionClip(traj.name, fps, traj.base_pos_w, traj.base_quat_w, g1.MOTOR_ORDER, traj.joint_pos)
+    return kin.points(kin.qpos(clip))[0]
+
+
+def closed_loop_run(
+    traj: RealTrajectory, kin: G1Kinematics, motions: MotionLibrary, control_dt: float, motion_id: int = 0
+) -> ClosedLoopRun:
+    """Metrics of a run against motion ``motion_id`` of ``motions`` (the policy's own motion)."""
+    robot = robot_points(traj, kin, 1.0 / control_dt)
+    times = traj.phase * motions.duration_s[motion_id]
+    ref = motions.sample(np.full(traj.num_steps, motion_id), times).pos_w
+    offset = robot[0, 0] - ref[0, 0]
+    offset[2] = 0.0
+    fell = bool(traj.phase[-1] < END_PHASE)
+    ref = ref + offset
+    return ClosedLoopRun(robot, ref, tracking_metrics(robot, ref, fell))
+
+
+def mean_metrics(runs: list[ClosedLoopRun]) -> dict[str, float]:
+    """Table IV row over several runs: success rate and mean errors."""
+    rows = [r.metrics.to_dict() for r in runs]
+    keys = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
+    return {
+        "success_rate": float(np.mean([r["success"] for r in rows])),
+        **{k: float(np.mean([r[k] for r in rows])) for k in keys},
+        "runs": len(rows),
+    }

@@ -1,0 +1,124 @@
+"""The delta-action model πΔ as a file: ONNX (observation normalizer included) + JSON metadata.
+
+Training (``asap-delta``) exports it; fine-tuning loads it frozen into the stage-1 action path through
+``ActionCfg.delta_action = "asap_training.stage2.delta_model:FrozenDelta"``. πΔ is never deployed: the
+fine-tuned policy is. The file's sha256 goes into the fine-tuned artifact's provenance.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from asap_core.artifact import sha256_of
+from asap_training.stage2.delta_env import delta_observation, expand_delta
+
+if TYPE_CHECKING:
+    from asap_training.envs.tracking_env import TrackingEnv
+
+METADATA_KEY = "asap_delta_action"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeltaModelMeta:
+    """What a user of πΔ must match: joints, control period, observation layout and scales."""
+
+    action_joints: tuple[str, ...]
+    mask: tuple[float, ...]
+    """1 where Δa is applied (the learned joint subset); the network outputs only those joints."""
+    control_dt: float
+    obs_dim: int
+    obs_scales: dict[str, float]
+    action_clip: float
+    horizon_s: float
+    dataset_sha256: str
+    profile: str
+    """Dynamics profile of the simulator πΔ corrects."""
+
+
+def export_delta_model(module: Any, path: str | Path, meta: DeltaModelMeta) -> str:
+    """Export a torch module (obs [batch, obs_dim] → Δa [batch, k] of the k masked joints); returns the
+    file's sha256."""
+    import torch
+
+    buf = io.BytesIO()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter is intended
+        torch.onnx.export(
+            module.eval(),
+            (torch.zeros(1, meta.obs_dim),),
+            buf,
+            input_names=["obs"],
+            output_names=["delta_action"],
+            opset_version=17,
+            dynamo=False,
+            dynamic_axes={"obs": {0: "batch"}, "delta_action": {0: "batch"}},
+        )
+    model = onnx.load_from_string(buf.getvalue())
+    entry = model.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, json.dumps(asdict(meta), sort_keys=True)
+    data = model.SerializeToString()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(data)
+    return sha256_of(data)
+
+
+class DeltaModel:
+    """A loaded πΔ: batched observations in, masked and clipped Δa out."""
+
+    def __init__(self, path: str | Path) -> None:
+        """Load and check the metadata; refuses files without it, naming the file."""
+        data = Path(path).read_bytes()
+        self.path, self.sha256 = Path(path), sha256_of(data)
+        props = {p.key: p.value for p in onnx.load_from_string(data).metadata_props}
+        if METADATA_KEY not in props:
+            raise ValueError(
+                f"{path}: not a delta-action model (no {METADATA_KEY!r} metadata); export one with asap-delta"
+            )
+        raw = json.loads(props[METADATA_KEY])
+        self.meta = DeltaModelMeta(
+            **{**raw, "action_joints": tuple(raw["action_joints"]), "mask": tuple(raw["mask"])}
+        )
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        self._session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        self._cols = np.flatnonzero(self.meta.mask)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Δa (N, A) in normalized action units for observations (N, obs_dim)."""
+        (out,) = self._session.run(None, {"obs": obs.astype(np.float32)})
+        clip = self.meta.action_clip
+        return expand_delta(
+            np.clip(out.astype(np.float64), -clip, clip), self._cols, len(self.meta.action_joints)
+        )
+
+
+class FrozenDelta:
+    """``DeltaActionSource`` of fine-tuning: Δa = πΔ(s, a) for the action about to be applied."""
+
+    def __init__(self, env: TrackingEnv, path: str) -> None:
+        """Load πΔ and check it fits the env (joints, control period)."""
+        self.model = DeltaModel(path)
+        meta = self.model.meta
+        if meta.action_joints != tuple(env.cfg.joint_names):
+            raise ValueError(f"{path}: delta model joints differ from the policy's {env.cfg.joint_names}")
+        if not np.isclose(meta.control_dt, env.dt):
+            raise ValueError(
+                f"{path}: delta model control period {meta.control_dt} s != the env's {env.dt} s"
+            )
+        self.last = np.zeros((env.num_envs, len(meta.action_joints)))
+
+    def __call__(self, env: TrackingEnv, action: np.ndarray) -> np.ndarray:
+        """Δa for every env; an env's first step of an episode sees no previous Δa."""
+        self.last[env.episode_step == 0] = 0.0
+        obs = delta_observation(env, action, self.last, self.model.meta.obs_scales)
+        self.last = self.model(obs)
+        return self.last

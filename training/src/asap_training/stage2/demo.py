@@ -1,0 +1,275 @@
+"""``asap-demo`` (``make demo`` / ``make demo-quick``): the whole ASAP loop on the twin, one command.
+
+1. bring up ``sim2sim`` (twin with a reality-gap profile + policy node + recorder) with the shipped policy;
+2. record episodes through the graph (the policy node runs the motion, the recorder writes MCAP bags);
+3. ingest the bags into a real-trajectory dataset;
+4. fit the delta-action model πΔ on it (PPO in open-loop replays) and measure the open-loop replay error;
+5. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines);
+6. push the fine-tuned policy to the running node (LoadPolicy) and record episodes again;
+7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
+
+Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report); the graph's log is
+``<out>/graph.log``. ``--quick`` is a few-minute version with smaller budgets (same steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from asap_core.artifact import load_artifact
+from asap_training.stage2.dataset import RealDataset
+
+POLICIES = Path(__file__).resolve().parents[3] / "policies"
+"""``training/policies``: shipped stage-1 policies in training-run layout."""
+
+
+@dataclass(kw_only=True)
+class DemoCfg:
+    """Budgets and choices of one demo run (defaults: the full run, under 30 min on 2 cores)."""
+
+    out: Path = Path("runs/demo")
+    parent: Path = POLICIES / "arm_swing"
+    """Stage-1 run directory (params/, model_<it>.pt, policy.onnx)."""
+    gap: str = "weak_ankles"
+    """The twin's dynamics profile: the 'real robot' of this sim-to-sim loop."""
+    episodes: int = 3
+    delta_joints: tuple[str, ...] = (".*_ankle_.*",)
+    delta_iterations: int = 150
+    finetune_iterations: int = 100
+    num_envs: int = 64
+    baselines: tuple[str, ...] = ()
+    """Extra fine-tuning baselines for the table: ``dr`` (Table VI DR), ``sysid``, ``deltadyn``."""
+    episode_timeout_s: float = 60.0
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, **overrides: object) -> DemoCfg:
+        """The few-minute variant: fewer episodes, smaller PPO budgets."""
+        return cls(
+            **{"episodes": 2, "delta_iterations": 40, "finetune_iterations": 30, "num_envs": 32, **overrides}
+        )
+
+
+def step(k: int, text: str) -> None:
+    """A progress line of the 7 steps."""
+    print(f"\n[{k}/7] {text}", flush=True)
+
+
+@contextlib.contextmanager
+def sim2sim_graph(cfg: DemoCfg, policy: Path) -> Iterator[subprocess.Popen]:
+    """The runner with the twin on the gap profile; Ctrl-C'd (then killed) on exit."""
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    log = (cfg.out / "graph.log").open("w")
+    args = [
+        sys.executable, "-m", "asap_bringup.runner", "sim2sim", f"policy:={policy.resolve()}",
+        f"dynamics_profile:={cfg.gap}", f"episodes_dir:={(cfg.out / 'episodes').resolve()}",
+    ]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def record(client: object, count: int, timeout_s: float, label: str) -> list[Path]:
+    """``count`` episodes through the graph; prints how each ended."""
+    bags = []
+    for i in range(count):
+        outcome = client.record_episode(timeout_s)
+        print(f"  {label} episode {i + 1}/{count}: {outcome.end.value} at phase {outcome.final_phase:.2f} "
+              f"({outcome.policy_s:.1f} s) -> {outcome.bag}", flush=True)  # fmt: skip
+        bags.append(outcome.bag)
+    return bags
+
+
+def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, list]:
+    """Table IV row of recorded episodes: each episode's longest POLICY segment against the motion."""
+    from asap_sim.model import build_model
+    from asap_training.motion import G1Kinematics, build_library
+    from asap_training.stage2.closed_loop import closed_loop_run, mean_metrics
+    from asap_training.stage2.ingest import ingest
+
+    artifact = load_artifact(artifact_path)
+    kin = G1Kinematics(build_model())
+    motions = build_library([artifact.metadata.motion.name], kin, artifact.metadata.joint_names)
+    runs = []
+    for bag in bags:
+        ds = ingest([bag], artifact)
+        longest = max(ds.trajectories, key=lambda tr: tr.num_steps)
+        runs.append(closed_loop_run(longest, kin, motions, ds.control_dt))
+    return mean_metrics(runs), runs
+
+
+def run(cfg: DemoCfg) -> Path:
+    """The seven steps; returns the report path."""
+    from asap_training.stage2.delta_env import DeltaCfg
+    from asap_training.stage2.delta_train import train_delta
+    from asap_training.stage2.finetune import FineTuneCfg, fine_tune
+    from asap_training.stage2.graph import GraphClient, Progress
+    from asap_training.stage2.ingest import ingest, summary
+    from asap_training.stage2.openloop import open_loop_errors
+    from asap_training.stage2.report import closed_loop_table, open_loop_table, plot_results, write_report
+
+    t_start = time.monotonic()
+    out = cfg.out
+    parent_onnx = cfg.parent / "policy.onnx"
+    asap_onnx = out / "policy_asap.onnx"
+
+    def progress(p: Progress) -> None:
+        if p.stage in ("ramp", "policy"):
+            print(f"    {p.stage}: {p.message}", flush=True)
+
+    step(1, f"sim2sim graph up: twin on the '{cfg.gap}' gap, policy {parent_onnx}")
+    with sim2sim_graph(cfg, parent_onnx) as graph, GraphClient(progress=progress) as client:
+        client.wait_ready(120.0)
+        step(2, f"recording {cfg.episodes} episodes of the shipped policy")
+        before = record(client, cfg.episodes, cfg.episode_timeout_s, "before")
+
+        step(3, "ingesting the bags")
+        dataset = ingest(before, parent_onnx)
+        dataset.save(out / "dataset.npz")
+        print(summary(dataset), flush=True)
+
+        step(4, f"fitting πΔ ({cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
+        delta_path, _ = train_delta(
+            dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
+            num_envs=cfg.num_envs, seed=cfg.seed,
+        )  # fmt: skip
+        open_loop = {
+            "Vanilla (no correction)": open_loop_errors(dataset),
+            "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
+        }
+        print(open_loop_table(open_loop), flush=True)
+
+        step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
+        common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
+                  "dataset_sha256": dataset.sha256}  # fmt: skip
+        fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
+        baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
+
+        step(6, "pushing the fine-tuned policy to the running node and recording again")
+        answer = client.load_policy(asap_onnx)
+        print(f"  LoadPolicy: {'accepted' if answer.accepted else 'REFUSED'}: {answer.message}", flush=True)
+        if not answer.accepted:
+            raise SystemExit(f"asap-demo: the policy node refused the fine-tuned policy: {answer.message}")
+        after = record(client, cfg.episodes, cfg.episode_timeout_s, "after")
+        if graph.poll() is not None:
+            raise SystemExit(f"asap-demo: the sim2sim graph died (see {out / 'graph.log'})")
+
+    step(7, "evaluating and writing the report")
+    closed, runs = {}, {}
+    closed["Vanilla (shipped policy)"], runs["Vanilla"] = closed_loop_from_bags(before, parent_onnx)
+    closed["ASAP (fine-tuned with πΔ)"], runs["ASAP"] = closed_loop_from_bags(after, asap_onnx)
+    closed |= twin_rows(cfg, baseline_artifacts)
+    curves = {
+        name: np.linalg.norm(r[0].robot_pos_w - r[0].ref_pos_w, axis=-1).mean(axis=1)
+        for name, r in runs.items()
+    }
+    plot_results(open_loop, closed, curves, dataset.control_dt, out / "results.png")
+    table = closed_loop_table(closed)
+    minutes = (time.monotonic() - t_start) / 60
+    report = write_report(
+        out,
+        f"ASAP loop on the twin ('{cfg.gap}' gap)",
+        {
+            "Closed loop on the gap (Table IV format)": table
+            + "\n\nVanilla and ASAP rows: episodes recorded through the ROS graph (policy node + recorder)."
+            + " Baseline rows: the same policy evaluated on the twin core (same physics, no DDS).",
+            "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop),
+            "Artifacts": "\n".join(
+                [
+                    f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
+                    f"- πΔ: `{delta_path}`",
+                    f"- fine-tuned policy: `{asap_onnx}`",
+                    f"- bags before: {[str(b) for b in before]}",
+                    f"- bags after: {[str(b) for b in after]}",
+                    "- plots: `results.png`",
+                    f"- wall time: {minutes:.1f} min",
+                ]
+            ),
+        },
+        {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "minutes": minutes},
+    )
+    print("\n" + table + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
+    return report
+
+
+def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict) -> dict[str, Path]:
+    """Fine-tune each requested baseline with the same budget; adds their open-loop rows."""
+    from asap_training.stage2.finetune import FineTuneCfg, fine_tune
+
+    artifacts = {}
+    for name in cfg.baselines:
+        run_dir, out = cfg.out / f"finetune_{name}", cfg.out / f"policy_{name}.onnx"
+        print(f"  baseline {name}: fine-tuning ({cfg.finetune_iterations} iterations)", flush=True)
+        if name == "dr":
+            fine_tune(cfg.parent, FineTuneCfg(table_vi_dr=True, **common), run_dir, out)
+            artifacts["DR (Table VI, fine-tuned)"] = out
+        else:
+            raise SystemExit(f"asap-demo: unknown baseline {name!r} (known: dr)")
+    return artifacts
+
+
+def twin_rows(cfg: DemoCfg, artifacts: dict[str, Path]) -> dict[str, dict]:
+    """Table IV rows of baseline artifacts on the twin core with the gap profile."""
+    from asap_training.rl.evaluate import evaluate
+
+    rows = {}
+    for name, path in artifacts.items():
+        result = evaluate(path, None, cfg.gap, None, backend="twin")
+        keys = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
+        rows[name + " [twin core]"] = {
+            "success_rate": float(result["success"]),
+            **{k: result[k] for k in keys},
+            "runs": 1,
+        }
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry point."""
+    p = argparse.ArgumentParser(
+        prog="asap-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="the few-minute variant (smaller budgets)")
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)")
+    p.add_argument("--gap", help="twin dynamics profile (default weak_ankles)")
+    p.add_argument("--episodes", type=int, help="episodes recorded before and after")
+    p.add_argument("--delta-iterations", type=int)
+    p.add_argument("--finetune-iterations", type=int)
+    p.add_argument("--baselines", nargs="*", default=[], help="also fine-tune these baselines: dr")
+    args = p.parse_args(argv)
+    overrides = {
+        k: v
+        for k, v in {
+            "out": args.out, "gap": args.gap, "episodes": args.episodes,
+            "delta_iterations": args.delta_iterations, "finetune_iterations": args.finetune_iterations,
+            "baselines": tuple(args.baselines),
+        }.items()
+        if v is not None
+    }  # fmt: skip
+    cfg = DemoCfg.quick(**overrides) if args.quick else DemoCfg(**overrides)
+    print(f"asap-demo: {json.dumps({k: str(v) for k, v in asdict(cfg).items()})}", flush=True)
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""``asap-finetune``: continue PPO on a stage-1 policy in a corrected simulator and export it (research §4.4).
+
+The parent is a training run directory (``params/env.yaml``, ``params/ppo.yaml``, ``model_<it>.pt``; the
+shipped policies under ``training/policies/`` have this layout). Fine-tuning copies its latest checkpoint
+into a new run directory and continues for ``--iterations`` with one correction of the simulator:
+
+- ``--delta delta.onnx``: ASAP, the frozen πΔ in the action path (a_sim = a + πΔ(s, a));
+- ``--profile identified.yaml``: SysID, the simulator built with identified physics;
+- ``--table-vi-dr``: DR, the paper's full Table VI randomization;
+- ``--simulator module:Class``: any simulator backend, e.g. a learned residual-dynamics one.
+
+As in ASAP's fine-tuning config, pushes and the motion-far termination are off and the initial-state
+noise is on. The exported artifact's provenance names the parent, the dataset and the delta model.
+
+    asap-finetune --parent training/policies/arm_swing --delta runs/demo/delta/delta.onnx \\
+        --run-dir runs/demo/finetune --iterations 100 --out runs/demo/policy_asap.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from asap_core.artifact import Provenance, load_artifact
+from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
+from asap_training.rl.export import export_runner
+from asap_training.rl.train import latest_checkpoint, read_params, train
+from asap_training.stage2.delta_model import DeltaModel
+
+
+@dataclass(kw_only=True)
+class FineTuneCfg:
+    """The budget and the simulator correction (at most one of delta / profile / DR / simulator)."""
+
+    iterations: int = 100
+    num_envs: int | None = None
+    """None: the parent's."""
+    delta_model: Path | None = None
+    profile: str | None = None
+    """None: the parent's (nominal)."""
+    table_vi_dr: bool = False
+    simulator: str | None = None
+    simulator_args: dict = field(default_factory=dict)
+    init_noise: float = 1.0
+    seed: int = 0
+    dataset_sha256: str = ""
+
+
+def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg:
+    """The parent's MDP with ASAP's fine-tuning changes and the chosen correction."""
+    env = replace(
+        parent,
+        seed=cfg.seed,
+        num_envs=cfg.num_envs or parent.num_envs,
+        profile=cfg.profile or parent.profile,
+        simulator=cfg.simulator or parent.simulator,
+        simulator_args=dict(cfg.simulator_args) if cfg.simulator else parent.simulator_args,
+        terminations=replace(parent.terminations, far_threshold=1e9, far_curriculum=False),
+        domain_rand=replace(
+            DomainRandCfg() if cfg.table_vi_dr else parent.domain_rand,
+            push_interval_s=None,
+            init_noise=cfg.init_noise,
+        ),
+    )
+    if cfg.delta_model is not None:
+        env.actions = replace(
+            parent.actions,
+            delta_action="asap_training.stage2.delta_model:FrozenDelta",
+            delta_action_args={"path": str(cfg.delta_model)},
+        )
+    return env
+
+
+def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, progress: bool = True) -> str:
+    """Fine-tune the parent run's latest checkpoint; writes the artifact ``out``; returns its sha256."""
+    checkpoint = latest_checkpoint(parent_dir)
+    if checkpoint is None or not (parent_dir / "params" / "env.yaml").is_file():
+        raise FileNotFoundError(
+            f"{parent_dir}: not a training run (needs params/env.yaml, params/ppo.yaml and model_<it>.pt)"
+        )
+    parent_env, ppo = read_params(parent_dir)
+    parent_it = int(checkpoint.stem.split("_")[1])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if latest_checkpoint(run_dir) is None:
+        shutil.copy2(checkpoint, run_dir / checkpoint.name)
+    env_cfg = finetune_env_cfg(parent_env, cfg)
+    runner = train(
+        env_cfg,
+        replace(ppo, max_iterations=parent_it + cfg.iterations),
+        run_dir,
+        resume=True,
+        progress=progress,
+    )
+    parent_onnx = parent_dir / "policy.onnx"
+    provenance = Provenance(
+        training_run=f"{run_dir.name} (fine-tuned from {parent_dir.name}/{checkpoint.name})",
+        parent_sha256=load_artifact(parent_onnx).sha256 if parent_onnx.is_file() else "",
+        dataset_sha256=cfg.dataset_sha256,
+        delta_model_sha256=DeltaModel(cfg.delta_model).sha256 if cfg.delta_model else "",
+    )
+    return export_runner(runner, out, provenance=provenance)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command-line entry point."""
+    p = argparse.ArgumentParser(
+        prog="asap-finetune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--parent", type=Path, required=True, help="stage-1 run dir (e.g. training/policies/arm_swing)"
+    )
+    p.add_argument("--run-dir", type=Path, required=True, help="output run directory (outside git)")
+    p.add_argument("--out", type=Path, help="artifact path (default <run-dir>/policy.onnx)")
+    p.add_argument("--iterations", type=int, default=100, help="PPO iterations added (default 100)")
+    p.add_argument("--num-envs", type=int, help="parallel envs (default: the parent's)")
+    p.add_argument("--delta", type=Path, help="ASAP: frozen delta-action model from asap-delta")
+    p.add_argument("--profile", help="SysID: dynamics profile (name or YAML) to fine-tune in")
+    p.add_argument("--table-vi-dr", action="store_true", help="DR baseline: the paper's Table VI ranges")
+    p.add_argument(
+        "--dataset-sha256", default="", help="provenance: the dataset the correction was fitted on"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    cfg = FineTuneCfg(
+        iterations=args.iterations,
+        num_envs=args.num_envs,
+        delta_model=args.delta,
+        profile=args.profile,
+        table_vi_dr=args.table_vi_dr,
+        seed=args.seed,
+        dataset_sha256=args.dataset_sha256
+        or (DeltaModel(args.delta).meta.dataset_sha256 if args.delta else ""),
+    )
+    out = args.out or args.run_dir / "policy.onnx"
+    sha = fine_tune(args.parent, cfg, args.run_dir, out, progress=not args.quiet)
+    print(f"{out}: sha256 {sha}")
+
+
+if __name__ == "__main__":
+    main()

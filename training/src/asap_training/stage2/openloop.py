@@ -1,0 +1,79 @@
+"""Open-loop replay error (paper Table III): how well a simulator, with a correction, reproduces recordings.
+
+Windows start at recorded states every ``stride_s``; the simulator replays the recorded actions (plus Δa
+from πΔ when given) for the longest horizon; the simulated tracked points are compared with the FK of the
+recorded states over each horizon with the stage-1 metrics (E_g-mpjpe, E_mpjpe, E_acc, E_vel, mm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asap_training.metrics import tracking_metrics
+from asap_training.stage2.dataset import RealDataset
+from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
+from asap_training.stage2.delta_model import DeltaModel
+
+HORIZONS_S = (0.25, 0.5, 1.0)
+METRICS = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
+
+
+def replay_windows(
+    dataset: RealDataset, steps: int, stride: int, max_windows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(trajectory ids, start frames) of every window of ``steps`` recorded successors, evenly thinned to
+    at most ``max_windows``."""
+    ids, frames = [], []
+    for i, tr in enumerate(dataset.trajectories):
+        starts = np.arange(0, tr.num_steps - steps, stride)
+        ids += [i] * len(starts)
+        frames += starts.tolist()
+    if not ids:
+        longest = max(tr.num_steps for tr in dataset.trajectories)
+        raise ValueError(f"no trajectory has {steps + 1} ticks for the replay horizon (longest: {longest})")
+    keep = np.unique(np.linspace(0, len(ids) - 1, min(max_windows, len(ids))).round().astype(int))
+    return np.asarray(ids)[keep], np.asarray(frames)[keep]
+
+
+def open_loop_errors(
+    dataset: RealDataset,
+    *,
+    profile: str = "nominal",
+    delta_model: Path | None = None,
+    horizons_s: Sequence[float] = HORIZONS_S,
+    stride_s: float = 0.25,
+    max_windows: int = 128,
+    env_overrides: dict[str, Any] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Mean metrics over the windows for each horizon: ``{"0.25": {"e_g_mpjpe_mm": ...}, ...}``.
+
+    ``env_overrides`` replace fields of the delta env config (a baseline's simulator or profile).
+    """
+    dt = dataset.control_dt
+    steps = round(max(horizons_s) / dt)
+    ids, frames = replay_windows(dataset, steps + 1, max(1, round(stride_s / dt)), max_windows)
+    cfg = delta_env_cfg(dataset, num_envs=len(ids), profile=profile)
+    for key, value in (env_overrides or {}).items():
+        setattr(cfg, key, value)
+    # one extra step: the episode's last state is replaced by the next episode's start on reset
+    env = DeltaEnv(cfg, dataset, DeltaCfg(horizon_s=(steps + 1) * dt), starts=(ids, frames))
+    model = DeltaModel(delta_model) if delta_model else None
+    robot, ref = [env.points.pos_w.copy()], [env.ref.pos_w.copy()]
+    obs = env.observations()["actor"]
+    for _ in range(steps):
+        delta = model(obs) if model else np.zeros((env.num_envs, env.num_actions))
+        out, *_ = env.step(delta)
+        obs = out["actor"]
+        robot.append(env.points.pos_w.copy())
+        ref.append(env.ref.pos_w.copy())
+    robot_w, ref_w = np.stack(robot, axis=1), np.stack(ref, axis=1)  # (W, steps + 1, P, 3)
+    result = {}
+    for h in horizons_s:
+        n = round(h / dt) + 1
+        per_window = [tracking_metrics(robot_w[w, :n], ref_w[w, :n]).to_dict() for w in range(len(ids))]
+        result[f"{h:g}"] = {k: float(np.mean([m[k] for m in per_window])) for k in METRICS}
+    return result
