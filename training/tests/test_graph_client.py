@@ -88,21 +88,16 @@ def sim2sim(tmp_path: Path):
 
 
 def _policy_run(bag: Path) -> tuple[np.ndarray, np.ndarray, float]:
-    """Ticks and phases of the bag's POLICY records, and the pelvis height at the first of them.
-
-    Scalar fields only: a record of a non-POLICY tick (the DAMPING tick that ends a fall) has no
-    observation, and the reader's whole-record decoding refuses sequences that change length.
-    """
+    """Ticks and phases of the bag's POLICY records, and the pelvis height at the first of them."""
     from asap_logger.reader import open_episode
 
     ep = open_episode(bag)
     assert ep.counts.get("/lowstate", 0) > 0 and ep.counts.get("/odometry", 0) > 0, ep.counts
-    fields = ep.decode("/policy/record", ["tick", "mode", "phase"])
-    run = fields["mode"][:, 0] == Mode.POLICY
-    first_ns = ep.raw("/policy/record").t_ns[run][0]
+    records = ep.policy()
+    run = records.mode == Mode.POLICY
     odometry = ep.odometry()
-    at_start = np.argmin(np.abs(odometry.t_ns - first_ns))  # received together, at 500 Hz
-    return fields["tick"][run, 0], fields["phase"][run, 0], float(odometry.pos[at_start, 2])
+    at_start = np.argmin(np.abs(odometry.t_ns - records.t_ns[run][0]))  # received together, at 500 Hz
+    return records.tick[run], records.phase[run], float(odometry.pos[at_start, 2])
 
 
 @pytest.mark.graph
