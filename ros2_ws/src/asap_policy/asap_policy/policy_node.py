@@ -111,6 +111,11 @@ class PolicyNode(Node):
         # shared state (guarded by _lock unless noted)
         self._lock = threading.Lock()
         self._publish_lock = threading.Lock()
+        # Status comes from the control thread (on mode changes) and the timer: built and published
+        # under one lock from what the last finished tick reported, so modes never arrive out of order
+        # (the recorder opens and closes episodes on them) and mode and phase belong to the same tick.
+        self._status_lock = threading.Lock()
+        self._status_mode = self.controller.mode
         self._raw_state: tuple[bytes, int] | None = None  # newest /lowstate bytes, receive time (ns)
         self._good_state: tuple[RobotState, int, np.ndarray] | None = None  # + receive ns, tau_est
         self._pending: list[_Pending] = []
@@ -122,7 +127,8 @@ class PolicyNode(Node):
         self._running = True
         window = round(STATS_WINDOW_S / self.dt)
         self.stats = {"tick": 0, "missed": 0, "crc_errors": 0, "inference_ms": _Window(window),
-                      "jitter_ms": _Window(window), "state_to_cmd_ms": _Window(window), "age_ms": 0.0}
+                      "jitter_ms": _Window(window), "state_to_cmd_ms": _Window(window), "age_ms": 0.0,
+                      "phase": 0.0}  # phase of the newest tick that ran the policy (kept after POLICY)
 
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self._lowcmd_pub = self.create_publisher(LowCmd, TOPICS["lowcmd"], reliable)
@@ -358,7 +364,11 @@ class PolicyNode(Node):
 
     def _after_tick(self, out: TickOutput, state: RobotState | None, tau: np.ndarray,
                     t_recv: int | None, age: float | None, previous_mode: Mode) -> None:
-        self.stats["tick"] += 1
+        with self._status_lock:
+            self.stats["tick"] += 1
+            if out.observation is not None:
+                self.stats["phase"] = out.phase
+            self._status_mode = self.controller.mode
         self.stats["age_ms"] = -1.0 if age is None else age * 1e3
         if out.inference_s:
             self.stats["inference_ms"].add(out.inference_s * 1e3)
@@ -438,23 +448,25 @@ class PolicyNode(Node):
     def _publish_status(self) -> None:
         c, s = self.controller, self.stats
         msg = PolicyStatus()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.mode, msg.mode_name = int(c.mode), c.mode.name
-        with self._lock:
-            block = self._start_block
-        msg.fault = c.fault or (block if c.mode is Mode.ZERO_TORQUE else "")
         if c.policy is not None:
             meta = c.policy.artifact.metadata
             msg.policy_name, msg.policy_sha256, msg.motion_name = meta.name, c.policy.artifact.sha256, \
                 meta.motion.name
-        msg.tick, msg.missed_ticks, msg.lowstate_crc_errors = s["tick"], s["missed"], s["crc_errors"]
+        msg.missed_ticks, msg.lowstate_crc_errors = s["missed"], s["crc_errors"]
         msg.inference_ms_p50 = s["inference_ms"].percentile(50)
         msg.inference_ms_p99 = s["inference_ms"].percentile(99)
         msg.loop_jitter_ms_p99 = s["jitter_ms"].percentile(99)
         msg.lowstate_to_lowcmd_ms_p50 = s["state_to_cmd_ms"].percentile(50)
         msg.lowstate_to_lowcmd_ms_p99 = s["state_to_cmd_ms"].percentile(99)
         msg.lowstate_age_ms = s["age_ms"]
-        self._status_pub.publish(msg)
+        with self._lock:
+            block = self._start_block
+        with self._status_lock:  # the tick's mode, phase and count, published in tick order
+            mode = self._status_mode
+            msg.mode, msg.mode_name, msg.phase, msg.tick = int(mode), mode.name, s["phase"], s["tick"]
+            msg.fault = c.fault or (block if mode is Mode.ZERO_TORQUE else "")
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self._status_pub.publish(msg)
 
     def _publish_diagnostics(self) -> None:
         s, c = self.stats, self.controller

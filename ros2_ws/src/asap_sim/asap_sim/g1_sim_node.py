@@ -3,7 +3,8 @@
 Topics, parameters, clock modes and the lock-step protocol are documented in the package README.
 One dedicated thread owns the twin: it steps physics, publishes /lowstate (and /clock, /odometry,
 /joint_states) and keeps time (absolute deadlines in realtime, as fast as possible in lockstep).
-The executor thread only receives commands, remote and service calls, and hands them over.
+The executor thread only receives commands, remote and service calls, and hands them over; the one
+exception, /sim/reset, resets the twin under the loop's lock so the reply means "done".
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ PARAMETERS = (
            (0.0005, 0.005)),
     _Param("wait_for_cmd", False, "lockstep: after every sync state, wait for one LowCmd before stepping on"),
     _Param("sync_every", 10, "lockstep: states per sync state (10 = 50 Hz at 500 Hz)", (1, 10000)),
-    _Param("resend_s", 0.5, "lockstep: re-publish the sync state after this long without a LowCmd "
-           "(wall s; covers late discovery)", (0.01, 60.0)),
+    _Param("resend_s", 0.5, "lockstep: re-publish the sync state and its /clock after this long without "
+           "a LowCmd (wall s; covers late discovery and a lost sample)", (0.01, 60.0)),
     _Param("rt_priority", 0, "realtime: SCHED_FIFO priority of the loop thread (1-99; the executor "
            "thread one below; 0 = normal scheduling); needs CAP_SYS_NICE, falls back with a warning",
            (0, 99)),
@@ -152,8 +153,9 @@ class G1SimNode(Node):
         self._band_request: bool | None = None
         self._cmd_arrived = threading.Event()
         self._stop = threading.Event()
+        self._twin_lock = threading.Lock()  # the loop's read/step vs a /sim/reset from the executor
         self.counters = dict.fromkeys(("lowcmd_accepted", "lowcmd_crc_errors", "lowcmd_mode_machine_mismatch",
-                                       "states_published", "deadline_overruns", "sync_resends"), 0)
+                                       "states_published", "deadline_overruns", "sync_resends", "resets"), 0)
         self._physics_steps = 0
         self._watched = (False, False)
         self._lateness_s: list[float] = []
@@ -178,6 +180,7 @@ class G1SimNode(Node):
         self.create_subscription(WirelessRemote, "/sim/wireless_remote", self._on_remote, _reliable())
         self.create_service(Trigger, "/sim/release_band", self._on_release_band)
         self.create_service(Trigger, "/sim/hold_band", self._on_hold_band)
+        self.create_service(Trigger, "/sim/reset", self._on_reset)
         self.create_timer(1.0, self._publish_diagnostics)
         self._odom = Odometry()
         self._odom.header.frame_id, self._odom.child_frame_id = self.cfg.world_frame, self.cfg.base_frame
@@ -209,6 +212,19 @@ class G1SimNode(Node):
     def _on_hold_band(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         self._band_request = True
         res.success, res.message = True, "band catches the pelvis where it is at the next state"
+        return res
+
+    def _on_reset(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        """Back to the initial pose at rest, held by the band; time runs on (ticks never go back)."""
+        with self._twin_lock:
+            self._band_request = None
+            self.twin.reset(keep_time=True, band_held=True)
+            self.counters["resets"] += 1
+            t = self.twin.time_s
+        res.success = True
+        res.message = (f"twin reset to the {self.cfg.initial_pose!r} pose at rest, held by the band "
+                       f"(sim time {t:.3f} s runs on)")
+        self.get_logger().info(res.message)
         return res
 
     def _publish_diagnostics(self) -> None:
@@ -253,16 +269,18 @@ class G1SimNode(Node):
         deadline = time.monotonic()
         index = 0
         while not self._stop.is_set():
-            state = self.twin.read_state()
+            with self._twin_lock:
+                state = self.twin.read_state()
             lowstate = self._encoder.encode(state, self._command.mode, self._remote)
             if self._lockstep:
                 sync = self.cfg.wait_for_cmd and index % self.cfg.sync_every == 0
                 if sync:
                     self._cmd_arrived.clear()  # only a command sent after this state counts
+                clock = clock_cdr(state.time_s)
                 self._publish(state, lowstate, index)
-                self._clock_pub.publish(clock_cdr(state.time_s))
+                self._clock_pub.publish(clock)
                 if sync:
-                    self._wait_for_command(lowstate)
+                    self._wait_for_command(lowstate, clock)
             else:
                 deadline = self._sleep_until(deadline + period)
                 self._publish(state, lowstate, index)
@@ -270,11 +288,12 @@ class G1SimNode(Node):
             index += 1
 
     def _advance(self) -> None:
-        if self._band_request is not None:
-            held, self._band_request = self._band_request, None
-            self.twin.hold_band() if held else self.twin.release_band()
-        self.twin.set_command(self._command)
-        self.twin.step(self.cfg.steps_per_state)
+        with self._twin_lock:
+            if self._band_request is not None:
+                held, self._band_request = self._band_request, None
+                self.twin.hold_band() if held else self.twin.release_band()
+            self.twin.set_command(self._command)
+            self.twin.step(self.cfg.steps_per_state)
         self._physics_steps += self.cfg.steps_per_state
 
     def _sleep_until(self, deadline: float) -> float:
@@ -297,13 +316,18 @@ class G1SimNode(Node):
                                                and self._lowcmd_sub.get_publisher_count()):
             time.sleep(0.01)
 
-    def _wait_for_command(self, lowstate: bytes) -> None:
-        """Lock-step sync: block until one LowCmd arrives, re-sending the sync state now and then."""
+    def _wait_for_command(self, lowstate: bytes, clock: bytes) -> None:
+        """Lock-step sync: block until one LowCmd arrives, re-sending the sync state now and then.
+
+        The /clock of the sync state goes out again too: a client on sim time that lost it (rclpy's
+        clock subscription is best effort, depth 1) waits for that time before it ticks and answers.
+        """
         while not self._cmd_arrived.wait(self.cfg.resend_s):
             if self._stop.is_set():
                 return
             self.counters["sync_resends"] += 1
             self._lowstate_pub.publish(lowstate)
+            self._clock_pub.publish(clock)
         self._cmd_arrived.clear()
 
     def _publish(self, state: TwinState, lowstate: bytes, index: int) -> None:

@@ -119,18 +119,26 @@ class Twin:
         self._rng = np.random.default_rng(seed)
         self.reset()
 
-    def reset(self) -> None:
-        """Back to the initial pose at rest, motors off, band as configured."""
+    def reset(self, *, keep_time: bool = False, band_held: bool | None = None) -> None:
+        """Back to the initial pose at rest, motors off, band as configured (or ``band_held``).
+
+        ``keep_time`` keeps the simulated clock running on from where it is (a twin reset between
+        episodes): LowState ticks and sim time never go back, which every consumer of the stream
+        (the policy node's sim clock, the bag reader's tick checks) relies on.
+        """
         q = g1.default_pose(g1.MOTOR_ORDER, self.config.initial_pose)
         height = standing_base_height(self.model, q, clearance=self.config.lift)
+        now = self.data.time
         mujoco.mj_resetData(self.model, self.data)
+        if keep_time:
+            self.data.time = now
         self.data.qpos[:7] = (0.0, 0.0, height, 1.0, 0.0, 0.0, 0.0)
         self.data.qpos[self.idx.qpos] = q
         mujoco.mj_forward(self.model, self.data)
         self._wrench, self._rot_err_b = np.zeros(6), np.zeros(3)
         self._anchor_pos = self.data.qpos[:3].copy()
         self._anchor_quat = self.data.qpos[3:7].copy()
-        self._band_held = self.config.band_held
+        self._band_held = self.config.band_held if band_held is None else band_held
         self._command = MotorCommand.off()
         self._delay = CommandDelay(self._latency)
         self._tau = np.zeros(g1.NUM_MOTORS)

@@ -76,6 +76,7 @@ class SimUnderTest:
         self.cmd_pub = self.node.create_publisher(LowCmd, "/lowcmd", qos)
         self.remote_pub = self.node.create_publisher(WirelessRemote, "/sim/wireless_remote", qos)
         self.release_band = self.node.create_client(Trigger, "/sim/release_band")
+        self.reset = self.node.create_client(Trigger, "/sim/reset")
         args = [f"{k}:={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()]
         self.proc = spawn("-m asap_sim.g1_sim_node", "--ros-args", *[a for p in args for a in ("-p", p)])
         self.executor = SingleThreadedExecutor()
@@ -127,6 +128,13 @@ class SimUnderTest:
         future = self.release_band.call_async(Trigger.Request())
         self.wait_until(future.done, 10.0, "/sim/release_band")
         assert future.result().success
+
+    def call_reset(self) -> str:
+        assert self.reset.wait_for_service(timeout_sec=10.0)
+        future = self.reset.call_async(Trigger.Request())
+        self.wait_until(future.done, 10.0, "/sim/reset")
+        assert future.result().success
+        return future.result().message
 
     def close(self) -> str:
         self.executor.shutdown()
@@ -325,3 +333,32 @@ def test_released_robot_stands_10_s(sims, clock_mode: str) -> None:
     assert np.abs(heights - z0).max() < 0.05, f"pelvis height left {z0:.3f} +- 0.05 m"
     assert sim.joint_states[-1].name == list(g1.MOTOR_ORDER)
     assert sim.odometry[-1].header.frame_id == "world" and sim.odometry[-1].child_frame_id == "pelvis"
+
+
+@pytest.mark.parametrize("clock_mode", ["realtime", "lockstep"])
+def test_reset_puts_a_fallen_robot_back_in_the_band_and_time_runs_on(sims, clock_mode: str) -> None:
+    """Released with motors off it collapses; /sim/reset stands it back where it started, held.
+
+    Waits on the samples themselves: a free-running lock-step twin outpaces this subscriber.
+    """
+    sim = sims(clock_mode=clock_mode, odometry_every=10)
+    sim.watch_base()
+    sim.wait_until(lambda: sim.odometry and len(sim.raw_states) > 10, 30.0, "the first /odometry")
+    z0 = sim.odometry[0].pose.pose.position.z
+
+    def height() -> float:
+        return sim.odometry[-1].pose.pose.position.z
+
+    sim.call_release_band()
+    sim.wait_until(lambda: height() < z0 - 0.3, 30.0, "the released robot, motors off, to fall")
+    before = len(sim.raw_states)
+    assert "held by the band" in sim.call_reset()
+    after = len(sim.odometry)
+    sim.wait_until(lambda: len(sim.odometry) >= after + 50 and int(sim.diagnostics.get("resets", 0)) == 1,
+                   30.0, "1 s of /odometry after the reset")
+    # back at the start height and staying there (the band holds it): the last 0.4 s of samples
+    sim.wait_until(lambda: max(abs(o.pose.pose.position.z - z0) for o in sim.odometry[-20:]) < 0.05, 30.0,
+                   f"the pelvis back at {z0:.3f} m")
+    ticks = [deserialize_message(d, LowState).tick for _, d in sim.raw_states[before:]]
+    assert np.all(np.diff(ticks) > 0), "LowState ticks went back at the reset"
+    assert sim.diagnostics["band_held"] == "True"

@@ -70,6 +70,24 @@ def test_hold_catches_a_falling_robot_where_it_is() -> None:
     assert np.abs(s.base_pos_w - caught).max() < 0.05 and np.abs(s.rpy[:2]).max() < 0.3
 
 
+def test_reset_keeping_time_puts_a_fallen_robot_back_in_the_band() -> None:
+    twin = Twin(config=TwinConfig(band_held=False))
+    start = twin.read_state()
+    twin.step(STEPS_PER_S)  # motors off, no band: it collapses
+    fallen = twin.read_state()
+    assert fallen.base_pos_w[2] < start.base_pos_w[2] - 0.3
+    twin.reset(keep_time=True, band_held=True)
+    s = twin.read_state()
+    assert s.tick == fallen.tick and s.band_held  # time runs on, ticks never go back
+    np.testing.assert_array_equal(s.base_pos_w, start.base_pos_w)
+    np.testing.assert_array_equal(s.q, start.q)
+    assert not s.dq.any() and not s.base_lin_vel_w.any()
+    twin.step(STEPS_PER_S)
+    assert abs(twin.read_state().base_pos_w[2] - start.base_pos_w[2]) < 0.05  # the band holds it
+    twin.reset()  # the default: the clock back to 0 and the band as configured
+    assert twin.read_state().tick == 0 and not twin.band_held
+
+
 def test_stance_gains_stand_10_s_released() -> None:
     """BeyondMimic's standby (its pose with stiff hold gains) stands unassisted."""
     twin = Twin(config=TwinConfig(initial_pose="beyondmimic"))
