@@ -55,13 +55,24 @@ class TrackingRunner(OnPolicyRunner):
 
     def __init__(self, env: RslRlVecEnv, train_cfg: dict, log_dir: str | None, progress: bool = True) -> None:
         """Create the runner; hook the logger so each iteration is summarized, not printed."""
-        super().__init__(env, train_cfg, log_dir=log_dir, device="cpu")
+        with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints both networks in full
+            super().__init__(env, train_cfg, log_dir=log_dir, device="cpu")
         self.tracking_env: TrackingEnv = env.env
         self.history: list[dict] = []
         self._progress = progress
         self._bar: tqdm | None = None
         self._log = self.logger.log
         self.logger.log = self._log_iteration
+
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        """rsl_rl's loop, with the progress bar closed at the end."""
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # and its git-state notice
+                super().learn(num_learning_iterations, init_at_random_ep_len)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
 
     def save(self, path: str, infos: dict | None = None) -> None:
         """Checkpoint with the env's curriculum state."""

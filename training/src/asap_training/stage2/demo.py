@@ -8,8 +8,9 @@
 6. push the fine-tuned policy to the running node (LoadPolicy) and record episodes again;
 7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
 
-Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report); the graph's log is
-``<out>/graph.log``. ``--quick`` is a few-minute version with smaller budgets (same steps).
+Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report); the graph's logs are
+``<out>/graph_before.log`` and ``graph_after.log``. ``--quick`` is a few-minute version with smaller
+budgets (same steps).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class DemoCfg:
     """Stage-1 run directory (params/, model_<it>.pt, policy.onnx)."""
     gap: str = "weak_ankles"
     """The twin's dynamics profile: the 'real robot' of this sim-to-sim loop."""
+    bringup: str = "sim2sim_lockstep"
+    """Bringup profile of the graph. Lock-step: the twin waits for each command and the nodes run on its
+    clock, so a busy 2-core machine slows the episode down instead of starving the 50 Hz loop (the
+    realtime ``sim2sim`` latches DAMPING on stale LowStates at load ≳ 6 here)."""
     episodes: int = 3
     delta_joints: tuple[str, ...] = (".*_ankle_.*",)
     delta_iterations: int = 150
@@ -51,7 +56,10 @@ class DemoCfg:
     num_envs: int = 64
     baselines: tuple[str, ...] = ()
     """Extra fine-tuning baselines for the table: ``dr`` (Table VI DR), ``sysid``, ``deltadyn``."""
-    episode_timeout_s: float = 60.0
+    init_noise: float = 0.0
+    """Initial-state noise level of fine-tuning (ASAP: 1.0 at 4096 envs; at CPU budgets the noisier
+    starts cost more than they teach)."""
+    episode_timeout_s: float = 120.0
     seed: int = 0
 
     @classmethod
@@ -68,17 +76,22 @@ def step(k: int, text: str) -> None:
 
 
 @contextlib.contextmanager
-def sim2sim_graph(cfg: DemoCfg, policy: Path) -> Iterator[subprocess.Popen]:
-    """The runner with the twin on the gap profile; Ctrl-C'd (then killed) on exit."""
+def sim2sim_graph(cfg: DemoCfg, policy: Path, log_name: str) -> Iterator[subprocess.Popen]:
+    """The runner with the twin on the gap profile; Ctrl-C'd (then killed) on exit. A graph that dies
+    while in use ends the demo with the runner's log."""
     cfg.out.mkdir(parents=True, exist_ok=True)
-    log = (cfg.out / "graph.log").open("w")
+    log = (cfg.out / log_name).open("w")
     args = [
-        sys.executable, "-m", "asap_bringup.runner", "sim2sim", f"policy:={policy.resolve()}",
+        sys.executable, "-m", "asap_bringup.runner", cfg.bringup, f"policy:={policy.resolve()}",
         f"dynamics_profile:={cfg.gap}", f"episodes_dir:={(cfg.out / 'episodes').resolve()}",
     ]  # fmt: skip
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield proc
+        if proc.poll() is not None:
+            raise SystemExit(
+                f"asap-demo: the graph exited early (code {proc.returncode}); see {cfg.out / log_name}"
+            )
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -127,6 +140,7 @@ def run(cfg: DemoCfg) -> Path:
     from asap_training.stage2.ingest import ingest, summary
     from asap_training.stage2.openloop import open_loop_errors
     from asap_training.stage2.report import closed_loop_table, open_loop_table, plot_results, write_report
+    from asap_training.stage2.warm_start import WarmStartCfg
 
     t_start = time.monotonic()
     out = cfg.out
@@ -137,42 +151,44 @@ def run(cfg: DemoCfg) -> Path:
         if p.stage in ("ramp", "policy"):
             print(f"    {p.stage}: {p.message}", flush=True)
 
-    step(1, f"sim2sim graph up: twin on the '{cfg.gap}' gap, policy {parent_onnx}")
-    with sim2sim_graph(cfg, parent_onnx) as graph, GraphClient(progress=progress) as client:
+    step(1, f"{cfg.bringup} graph up: twin on the '{cfg.gap}' gap, policy {parent_onnx}")
+    with sim2sim_graph(cfg, parent_onnx, "graph_before.log"), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
         step(2, f"recording {cfg.episodes} episodes of the shipped policy")
         before = record(client, cfg.episodes, cfg.episode_timeout_s, "before")
+    # the graph is down while training: a lock-step twin would otherwise keep stepping on the node's
+    # repeated commands and take a core from PPO
 
-        step(3, "ingesting the bags")
-        dataset = ingest(before, parent_onnx)
-        dataset.save(out / "dataset.npz")
-        print(summary(dataset), flush=True)
+    step(3, "ingesting the bags")
+    dataset = ingest(before, parent_onnx)
+    dataset.save(out / "dataset.npz")
+    print(summary(dataset), flush=True)
 
-        step(4, f"fitting πΔ ({cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
-        delta_path, _ = train_delta(
-            dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
-            num_envs=cfg.num_envs, seed=cfg.seed,
-        )  # fmt: skip
-        open_loop = {
-            "Vanilla (no correction)": open_loop_errors(dataset),
-            "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
-        }
-        print(open_loop_table(open_loop), flush=True)
+    step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
+    delta_path, _ = train_delta(
+        dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
+        num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
+    )  # fmt: skip
+    open_loop = {
+        "Vanilla (no correction)": open_loop_errors(dataset),
+        "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
+    }
+    print(open_loop_table(open_loop), flush=True)
 
-        step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
-        common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
-                  "dataset_sha256": dataset.sha256}  # fmt: skip
-        fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
-        baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
+    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
+    common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
+              "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise}  # fmt: skip
+    fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
+    baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
 
-        step(6, "pushing the fine-tuned policy to the running node and recording again")
+    step(6, "graph up again with the shipped policy; pushing the fine-tuned one into the running node")
+    with sim2sim_graph(cfg, parent_onnx, "graph_after.log"), GraphClient(progress=progress) as client:
+        client.wait_ready(120.0)
         answer = client.load_policy(asap_onnx)
         print(f"  LoadPolicy: {'accepted' if answer.accepted else 'REFUSED'}: {answer.message}", flush=True)
         if not answer.accepted:
             raise SystemExit(f"asap-demo: the policy node refused the fine-tuned policy: {answer.message}")
         after = record(client, cfg.episodes, cfg.episode_timeout_s, "after")
-        if graph.poll() is not None:
-            raise SystemExit(f"asap-demo: the sim2sim graph died (see {out / 'graph.log'})")
 
     step(7, "evaluating and writing the report")
     closed, runs = {}, {}
