@@ -43,6 +43,10 @@ class DeltaCfg:
     joints: tuple[str, ...] = (".*",)
     """Regexes over the action joints Δa may change; others get Δa = 0 (e.g. ``(".*_ankle_.*",)``
     for the 4-DoF ankle model ASAP fitted on hardware)."""
+    max_delta: float = 1.0
+    """|Δa| bound (normalized action units; 1.0 = 0.25 rad of target). πΔ is a correction fitted on the
+    states and actions the data visited; unbounded, it extrapolates on the unseen ones fine-tuning explores
+    (measured: |Δa| up to 28 under the policy's exploration noise, and the robot falls)."""
     obs_scales: dict[str, float] = field(
         default_factory=lambda: {
             "base_ang_vel": 0.25,
@@ -256,7 +260,8 @@ class DeltaEnv(TrackingEnv):
         return self.delta_cols.size  # the agent acts on the learned joints only: no noise elsewhere
 
     def _compose_action(self, applied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.recorded_action(), expand_delta(applied, self.delta_cols, len(self.dataset.action_joints))
+        bounded = np.clip(applied, -self.delta_cfg.max_delta, self.delta_cfg.max_delta)
+        return self.recorded_action(), expand_delta(bounded, self.delta_cols, len(self.dataset.action_joints))
 
     def _check_termination(self) -> None:
         frame = np.round(self.motion_time_s / self.dt).astype(np.intp)

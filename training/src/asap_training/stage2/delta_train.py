@@ -75,7 +75,7 @@ def train_delta(
         control_dt=dataset.control_dt,
         obs_dim=delta_obs_dim(len(dataset.action_joints)),
         obs_scales=dict(delta.obs_scales),
-        action_clip=env_cfg.actions.clip,
+        action_clip=delta.max_delta,
         horizon_s=delta.horizon_s,
         dataset_sha256=dataset.sha256,
         profile=profile,

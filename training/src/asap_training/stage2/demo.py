@@ -1,16 +1,16 @@
 """``asap-demo`` (``make demo`` / ``make demo-quick``): the whole ASAP loop on the twin, one command.
 
-1. bring up ``sim2sim`` (twin with a reality-gap profile + policy node + recorder) with the shipped policy;
-2. record episodes through the graph (the policy node runs the motion, the recorder writes MCAP bags);
-3. ingest the bags into a real-trajectory dataset;
-4. fit the delta-action model πΔ on it (PPO in open-loop replays) and measure the open-loop replay error;
-5. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines);
-6. push the fine-tuned policy to the running node (LoadPolicy) and record episodes again;
-7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
+1. record episodes of the shipped policy through a ``sim2sim_lockstep`` graph (twin with a reality-gap
+   profile + policy node + recorder, separate processes over DDS; one fresh graph per episode);
+2. ingest the bags into a real-trajectory dataset;
+3. fit the delta-action model πΔ on it (warm start + PPO in open-loop replays), open-loop replay errors;
+4. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines);
+5. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
+   record again;
+6. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
 
-Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report); the graph's logs are
-``<out>/graph_before.log`` and ``graph_after.log``. ``--quick`` is a few-minute version with smaller
-budgets (same steps).
+Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report, one ``graph_*.log`` per
+graph). ``--quick`` is a few-minute version with smaller budgets (same steps).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class DemoCfg:
     out: Path = Path("runs/demo")
     parent: Path = POLICIES / "arm_swing"
     """Stage-1 run directory (params/, model_<it>.pt, policy.onnx)."""
-    gap: str = "weak_ankles"
+    gap: str = "tired_ankles"
     """The twin's dynamics profile: the 'real robot' of this sim-to-sim loop."""
     bringup: str = "sim2sim_lockstep"
     """Bringup profile of the graph. Lock-step: the twin waits for each command and the nodes run on its
@@ -66,13 +66,13 @@ class DemoCfg:
     def quick(cls, **overrides: object) -> DemoCfg:
         """The few-minute variant: fewer episodes, smaller PPO budgets."""
         return cls(
-            **{"episodes": 2, "delta_iterations": 40, "finetune_iterations": 30, "num_envs": 32, **overrides}
+            **{"episodes": 2, "delta_iterations": 20, "finetune_iterations": 60, "num_envs": 32, **overrides}
         )
 
 
 def step(k: int, text: str) -> None:
-    """A progress line of the 7 steps."""
-    print(f"\n[{k}/7] {text}", flush=True)
+    """A progress line of the 6 steps."""
+    print(f"\n[{k}/6] {text}", flush=True)
 
 
 @contextlib.contextmanager
@@ -102,12 +102,34 @@ def sim2sim_graph(cfg: DemoCfg, policy: Path, log_name: str) -> Iterator[subproc
         log.close()
 
 
-def record(client: object, count: int, timeout_s: float, label: str) -> list[Path]:
-    """``count`` episodes through the graph; prints how each ended."""
+def record(cfg: DemoCfg, policy: Path, label: str, push: Path | None = None) -> list[Path]:
+    """``cfg.episodes`` episodes, each on a freshly started graph running ``policy`` (into which ``push``
+    is loaded first, through LoadPolicy); prints how each ended.
+
+    One graph per episode: re-using a lock-step graph after a fall (DAMPING → reset → RAMP) stalled
+    its clock here once in two tries, so every episode starts from a clean bring-up (~3 s)."""
+    from asap_training.stage2.graph import GraphClient, Progress
+
+    def progress(p: Progress) -> None:
+        if p.stage in ("ramp", "policy"):
+            print(f"    {p.stage}: {p.message}", flush=True)
+
     bags = []
-    for i in range(count):
-        outcome = client.record_episode(timeout_s)
-        print(f"  {label} episode {i + 1}/{count}: {outcome.end.value} at phase {outcome.final_phase:.2f} "
+    for i in range(cfg.episodes):
+        log = f"graph_{label}_{i + 1}.log"
+        with sim2sim_graph(cfg, policy, log), GraphClient(progress=progress) as client:
+            client.wait_ready(120.0)
+            if push is not None:
+                answer = client.load_policy(push)
+                print(
+                    f"  LoadPolicy {push.name}: {'accepted' if answer.accepted else 'REFUSED'}: "
+                    f"{answer.message}"
+                )
+                if not answer.accepted:
+                    raise SystemExit(f"asap-demo: the policy node refused {push}: {answer.message}")
+            outcome = client.record_episode(cfg.episode_timeout_s)
+        print(f"  {label} episode {i + 1}/{cfg.episodes}: {outcome.end.value} at phase "
+              f"{outcome.final_phase:.2f} "
               f"({outcome.policy_s:.1f} s) -> {outcome.bag}", flush=True)  # fmt: skip
         bags.append(outcome.bag)
     return bags
@@ -136,7 +158,6 @@ def run(cfg: DemoCfg) -> Path:
     from asap_training.stage2.delta_env import DeltaCfg
     from asap_training.stage2.delta_train import train_delta
     from asap_training.stage2.finetune import FineTuneCfg, fine_tune
-    from asap_training.stage2.graph import GraphClient, Progress
     from asap_training.stage2.ingest import ingest, summary
     from asap_training.stage2.openloop import open_loop_errors
     from asap_training.stage2.report import closed_loop_table, open_loop_table, plot_results, write_report
@@ -147,24 +168,18 @@ def run(cfg: DemoCfg) -> Path:
     parent_onnx = cfg.parent / "policy.onnx"
     asap_onnx = out / "policy_asap.onnx"
 
-    def progress(p: Progress) -> None:
-        if p.stage in ("ramp", "policy"):
-            print(f"    {p.stage}: {p.message}", flush=True)
+    step(1, f"recording {cfg.episodes} episodes of the shipped policy on the {cfg.bringup} graph, twin on "
+            f"the "
+            f"'{cfg.gap}' gap")  # fmt: skip
+    before = record(cfg, parent_onnx, "before")
+    # no graph runs while training: a lock-step twin would keep stepping on the node's commands
 
-    step(1, f"{cfg.bringup} graph up: twin on the '{cfg.gap}' gap, policy {parent_onnx}")
-    with sim2sim_graph(cfg, parent_onnx, "graph_before.log"), GraphClient(progress=progress) as client:
-        client.wait_ready(120.0)
-        step(2, f"recording {cfg.episodes} episodes of the shipped policy")
-        before = record(client, cfg.episodes, cfg.episode_timeout_s, "before")
-    # the graph is down while training: a lock-step twin would otherwise keep stepping on the node's
-    # repeated commands and take a core from PPO
-
-    step(3, "ingesting the bags")
+    step(2, "ingesting the bags")
     dataset = ingest(before, parent_onnx)
     dataset.save(out / "dataset.npz")
     print(summary(dataset), flush=True)
 
-    step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
+    step(3, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
     delta_path, _ = train_delta(
         dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
         num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
@@ -175,22 +190,16 @@ def run(cfg: DemoCfg) -> Path:
     }
     print(open_loop_table(open_loop), flush=True)
 
-    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
+    step(4, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
     common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
               "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise}  # fmt: skip
     fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
     baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
 
-    step(6, "graph up again with the shipped policy; pushing the fine-tuned one into the running node")
-    with sim2sim_graph(cfg, parent_onnx, "graph_after.log"), GraphClient(progress=progress) as client:
-        client.wait_ready(120.0)
-        answer = client.load_policy(asap_onnx)
-        print(f"  LoadPolicy: {'accepted' if answer.accepted else 'REFUSED'}: {answer.message}", flush=True)
-        if not answer.accepted:
-            raise SystemExit(f"asap-demo: the policy node refused the fine-tuned policy: {answer.message}")
-        after = record(client, cfg.episodes, cfg.episode_timeout_s, "after")
+    step(5, "pushing the fine-tuned policy into the running node (LoadPolicy) and recording again")
+    after = record(cfg, parent_onnx, "after", push=asap_onnx)
 
-    step(7, "evaluating and writing the report")
+    step(6, "evaluating and writing the report")
     closed, runs = {}, {}
     closed["Vanilla (shipped policy)"], runs["Vanilla"] = closed_loop_from_bags(before, parent_onnx)
     closed["ASAP (fine-tuned with πΔ)"], runs["ASAP"] = closed_loop_from_bags(after, asap_onnx)
@@ -267,8 +276,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     p.add_argument("--quick", action="store_true", help="the few-minute variant (smaller budgets)")
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)")
-    p.add_argument("--gap", help="twin dynamics profile (default weak_ankles)")
+    p.add_argument("--gap", help="twin dynamics profile (default tired_ankles)")
     p.add_argument("--episodes", type=int, help="episodes recorded before and after")
+    p.add_argument(
+        "--bringup", help="bringup profile of the graph (default sim2sim_lockstep; sim2sim: realtime)"
+    )
     p.add_argument("--delta-iterations", type=int)
     p.add_argument("--finetune-iterations", type=int)
     p.add_argument("--baselines", nargs="*", default=[], help="also fine-tune these baselines: dr")
@@ -276,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     overrides = {
         k: v
         for k, v in {
-            "out": args.out, "gap": args.gap, "episodes": args.episodes,
+            "out": args.out, "gap": args.gap, "episodes": args.episodes, "bringup": args.bringup,
             "delta_iterations": args.delta_iterations, "finetune_iterations": args.finetune_iterations,
             "baselines": tuple(args.baselines),
         }.items()

@@ -47,6 +47,9 @@ class FineTuneCfg:
     simulator: str | None = None
     simulator_args: dict = field(default_factory=dict)
     init_noise: float = 1.0
+    random_start: bool | None = None
+    """Reference-state init at random motion times; None: the parent's. False keeps fine-tuning on the
+    states the recorded episodes visited (from the motion start), where πΔ was fitted."""
     seed: int = 0
     dataset_sha256: str = ""
 
@@ -57,6 +60,7 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
         parent,
         seed=cfg.seed,
         num_envs=cfg.num_envs or parent.num_envs,
+        random_start=parent.random_start if cfg.random_start is None else cfg.random_start,
         profile=cfg.profile or parent.profile,
         simulator=cfg.simulator or parent.simulator,
         simulator_args=dict(cfg.simulator_args) if cfg.simulator else parent.simulator_args,

@@ -11,6 +11,7 @@ multi-step objective (Table II) from there.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,6 @@ class WarmStartCfg:
     """Finite-difference step of Δa (normalized action units)."""
     damping: float = 1e-3
     """Levenberg-Marquardt damping of the normal equations."""
-    max_delta: float = 3.0
     velocity_weight: float = 0.1
     """Weight of joint and base velocity errors (rad/s, m/s) against joint positions (rad)."""
     epochs: int = 300
@@ -53,7 +53,7 @@ def one_step_targets(
     env = DeltaEnv(
         delta_env_cfg(dataset, num_envs=len(ids), profile=profile),
         dataset,
-        DeltaCfg(horizon_s=10 * dataset.control_dt, joints=delta.joints, obs_scales=delta.obs_scales),
+        dataclasses.replace(delta, horizon_s=10 * dataset.control_dt),
         starts=(ids, frames),
     )
     everyone = np.arange(env.num_envs)
@@ -89,7 +89,7 @@ def one_step_targets(
         )
         jtj = np.einsum("nri,nrj->nij", jac, jac) + cfg.damping * np.eye(k)
         step = np.linalg.solve(jtj, -np.einsum("nri,nr->ni", jac, r)[..., None])[..., 0]
-        candidate = np.clip(d + step, -cfg.max_delta, cfg.max_delta)
+        candidate = np.clip(d + step, -delta.max_delta, delta.max_delta)
         r_new = residual(candidate)
         better = np.linalg.norm(r_new, axis=1) < np.linalg.norm(r, axis=1)
         d[better], r[better] = candidate[better], r_new[better]
