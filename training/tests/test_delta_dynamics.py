@@ -115,9 +115,13 @@ def test_save_load_round_trip_predicts_identically(weak_ankles, fitted):
 
 def test_bad_model_file_is_refused_naming_it(tmp_path):
     bad = tmp_path / "bad.pt"
-    torch.save({"state_dict": {}}, bad)
-    with pytest.raises(ValueError, match=r"bad\.pt"):
-        DeltaDynamicsModel.load(bad)
+    for content in ({"state_dict": {}}, None):
+        if content is None:
+            bad.write_text("not a model")
+        else:
+            torch.save(content, bad)
+        with pytest.raises(ValueError, match=r"bad\.pt: not a DeltaDynamics model"):
+            DeltaDynamicsModel.load(bad)
 
 
 def test_simulator_backend_corrects_every_step_of_the_tracking_env(weak_ankles, fitted):

@@ -28,8 +28,12 @@ simulator only receives motor commands, so :class:`ResidualDynamicsSimulator` re
 correction after every policy step, so open-loop replays and fine-tuning use the learned simulator::
 
     asap-deltadyn --dataset runs/demo/dataset.npz --out runs/demo/deltadyn.pt --k 5
-    asap-finetune --parent training/policies/arm_swing --run-dir runs/demo/ft_dd \\
-        --simulator asap_training.stage2.delta_dynamics:ResidualDynamicsSimulator   # + simulator_args path
+
+    open_loop_errors(dataset, env_overrides=simulator_overrides("runs/demo/deltadyn.pt"))
+    fine_tune(parent, FineTuneCfg(**simulator_overrides("runs/demo/deltadyn.pt")), run_dir, out)
+
+The correction is learned for one physics rate: the open-loop replays' 0.002 s by default; fit with
+``--physics-dt 0.005`` for a model that fine-tuning (stage-1 rate) uses (another rate warns).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import pickle
 import time
 import warnings
 from collections.abc import Sequence
@@ -245,9 +250,11 @@ class DeltaDynamicsModel:
 
     @classmethod
     def new(cls, meta: DeltaDynamicsMeta, seed: int = 0) -> DeltaDynamicsModel:
-        """An untrained model (deterministic initialization)."""
-        torch.manual_seed(seed)
-        return cls(ResidualNet(feature_dim(len(meta.action_joints)), meta.hidden, meta.clip_sigma), meta)
+        """An untrained model (deterministic initialization; the global torch RNG is left alone)."""
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            net = ResidualNet(feature_dim(len(meta.action_joints)), meta.hidden, meta.clip_sigma)
+        return cls(net, meta)
 
     def action_of(self, q_cmd_motor: np.ndarray) -> np.ndarray:
         """The policy action (normalized) behind motor-order position targets."""
@@ -278,7 +285,7 @@ class DeltaDynamicsModel:
         try:
             blob = torch.load(Path(path), weights_only=True)
             raw = json.loads(blob["meta"])
-        except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+        except (RuntimeError, KeyError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
             raise ValueError(f"{path}: not a DeltaDynamics model written by asap-deltadyn ({exc})") from None
         if raw.get("format_version") != FORMAT_VERSION:
             raise ValueError(
@@ -383,6 +390,9 @@ class DeltaDynCfg:
     hidden: tuple[int, ...] = (256, 256)
     clip_sigma: float = 5.0
     profile: str = "nominal"
+    physics_dt: float = 0.002
+    """Physics step of the corrected simulator: the twin's 0.002 (open-loop replays) by default; 0.005
+    matches stage-1 training and fine-tuning (a model warns when used at another rate)."""
     seed: int = 0
 
 
@@ -408,6 +418,7 @@ def train_delta_dynamics(
     batches = max(1, min(cfg.starts_per_round, ids.size) // num_envs)
     env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=cfg.profile, seed=cfg.seed)
     env_cfg.simulator = SIMULATOR
+    env_cfg.physics_dt, env_cfg.decimation = cfg.physics_dt, round(dataset.control_dt / cfg.physics_dt)
     env = DeltaEnv(
         env_cfg, dataset, DeltaCfg(horizon_s=cfg.k_steps * dataset.control_dt), starts=(ids, frames)
     )
@@ -516,6 +527,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP widths (default 256 256)")
     p.add_argument("--profile", default="nominal", help="dynamics profile of the simulator being corrected")
+    p.add_argument(
+        "--physics-dt", type=float, default=0.002, help="physics step to fit at (0.005: stage-1 fine-tuning)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--no-eval", action="store_true", help="skip the open-loop replay errors before/after")
@@ -533,6 +547,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         starts_per_round=args.starts_per_round,
         hidden=tuple(args.hidden),
         profile=args.profile,
+        physics_dt=args.physics_dt,
         seed=args.seed,
     )
     t0 = time.monotonic()
@@ -546,10 +561,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "rounds": log,
         "train_wall_s": time.monotonic() - t0,
     }
-    if not args.no_eval:
-        report["open_loop_without"] = open_loop_errors(dataset, profile=args.profile)
+    if not args.no_eval:  # at the rate it was fitted for, with and without the correction
+        rate = {"physics_dt": cfg.physics_dt, "decimation": round(dataset.control_dt / cfg.physics_dt)}
+        report["open_loop_without"] = open_loop_errors(dataset, profile=args.profile, env_overrides=rate)
         report["open_loop_with"] = open_loop_errors(
-            dataset, profile=args.profile, env_overrides=simulator_overrides(args.out)
+            dataset, profile=args.profile, env_overrides={**rate, **simulator_overrides(args.out)}
         )
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k not in ("meta", "config")}, indent=2))
