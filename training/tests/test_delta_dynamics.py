@@ -93,8 +93,8 @@ def test_learned_residual_lowers_the_open_loop_error_of_weak_ankles(weak_ankles,
     _, log, path = fitted
     without = open_loop_errors(weak_ankles)
     with_model = open_loop_errors(weak_ankles, env_overrides=simulator_overrides(path))
-    for h in ("0.25", "1"):
-        assert with_model[h]["e_g_mpjpe_mm"] < 0.6 * without[h]["e_g_mpjpe_mm"], (h, without, with_model)
+    for h, factor in (("0.25", 0.75), ("1", 0.5)):  # measured: 9.8 -> 4.8 mm and 182 -> 19 mm
+        assert with_model[h]["e_g_mpjpe_mm"] < factor * without[h]["e_g_mpjpe_mm"], (h, without, with_model)
     # data aggregation: the corrected K-step rollouts stay closer to the recording than uncorrected ones
     assert log[-1]["k_step_base_pos_mm"] < log[0]["k_step_base_pos_mm"]
     assert log[-1]["k_step_joint_pos_rad"] < log[0]["k_step_joint_pos_rad"]
