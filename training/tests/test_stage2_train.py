@@ -25,10 +25,10 @@ ANKLES = DeltaCfg(joints=(".*_ankle_.*",))
 
 @pytest.fixture(scope="module")
 def weak_ankle_recording() -> RealDataset:
-    """The shipped policy on the twin core with half-strength ankles: the 'real' data."""
+    """The shipped policy on the twin core with 65 % ankle torque (tired_ankles): the "real" data."""
     artifact = load_artifact(PARENT / "policy.onnx")
     env = TrackingEnv(eval_env_cfg(artifact, None, "nominal"))
-    trajectory = rollout_twin(artifact, env, "weak_ankles").trajectory
+    trajectory = rollout_twin(artifact, env, "tired_ankles").trajectory
     return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
 

@@ -193,8 +193,9 @@ class DeltaEnv(TrackingEnv):
         delta: DeltaCfg | None = None,
         starts: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        """``starts`` = (trajectory ids, start frames), one per env: env ``i`` replays from the same
-        recorded state at every reset (evaluation, target search) instead of uniform random ones."""
+        """``starts`` = (trajectory ids, start frames) instead of uniform random ones: env ``i``'s n-th
+        episode starts at entry ``(i + n·num_envs) mod len``, whatever the other envs do; with one entry
+        per env every reset returns each env to its own recorded state (evaluation, target search)."""
         if tuple(cfg.joint_names) != dataset.action_joints:
             raise ValueError(f"env joints differ from the dataset's action joints {dataset.action_joints}")
         if not np.isclose(cfg.dt, dataset.control_dt):
@@ -222,9 +223,8 @@ class DeltaEnv(TrackingEnv):
         lengths = np.array([tr.num_steps for tr in dataset.trajectories])
         self._first_row = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         self._lengths = lengths
-        if starts is not None and len(starts[0]) != cfg.num_envs:
-            raise ValueError(f"{len(starts[0])} fixed starts for {cfg.num_envs} envs: give one per env")
         self._starts = starts
+        self._resets = np.zeros(cfg.num_envs, dtype=np.intp)
         from asap_sim.model import build_model
         from asap_sim.profiles import load_profile
 
@@ -235,7 +235,9 @@ class DeltaEnv(TrackingEnv):
     def _sample_starts(self, env_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self._starts is not None:
             ids, frames = self._starts
-            return ids[env_ids], frames[env_ids] * self.dt
+            k = (env_ids + self._resets[env_ids] * self.num_envs) % len(ids)
+            self._resets[env_ids] += 1
+            return ids[k], frames[k] * self.dt
         # every frame with at least one recorded successor is an equally likely start
         valid = self._lengths - 1
         count = env_ids.size
