@@ -54,7 +54,7 @@ def main() -> None:
     p.add_argument("--joints", nargs="+", default=[".*_ankle_.*"], help="joints πΔ corrects")
     p.add_argument("--target", type=float, default=0.7, help="fraction of the uncorrected 1 s error to reach")
     p.add_argument("--check-every", type=int, default=10, help="PPO iterations between error checks")
-    p.add_argument("--budget-s", type=float, default=600.0, help="wall-time budget of the fit")
+    p.add_argument("--budget-s", type=float, default=300.0, help="wall-time budget of the fit")
     args = p.parse_args()
     torch.set_num_threads(1)
     ds = recording(args.gap)
