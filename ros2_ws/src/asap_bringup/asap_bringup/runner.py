@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -115,9 +116,9 @@ class Supervisor:
         self._stop = threading.Event()
 
     def start(self, name: str, cmd: list[str]) -> None:
-        """Start one node in its own process group (so signals are ours to send)."""
+        """Start one node in its own process group (so signals are ours to send), bound to our life."""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_terminate_with_parent)
         threading.Thread(target=_pump, args=(name, proc.stdout), daemon=True).start()
         self.running.append(_Running(name, proc))
 
@@ -152,6 +153,16 @@ class Supervisor:
                 print(f"[asap-up] node {r.name!r} ignored SIGINT; killing it", file=sys.stderr)
                 _signal_group(r.proc, signal.SIGKILL)
                 r.proc.wait()
+
+
+def _terminate_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the runner dies, even by SIGKILL (Linux
+    ``PR_SET_PDEATHSIG``), so no node outlives its runner holding the robot or the CPU."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

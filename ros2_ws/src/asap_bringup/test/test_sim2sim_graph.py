@@ -114,8 +114,11 @@ def _assert_monitoring_flows(node) -> None:
     node.create_subscription(DiagnosticArray, "/diagnostics",
                              lambda m: diagnostics.update({s.name: s for s in m.status}), 50)
     wanted = {"asap_monitor: tracking", "asap_policy: motors"}
-    assert spin_until(node, lambda: len(markers) >= 2 and wanted <= set(diagnostics), 30.0), \
-        f"markers {len(markers)}, diagnostics {sorted(diagnostics)}"
+    def arrived() -> bool:  # motor values come with the first /lowstate (before: STALE, no values)
+        motors = diagnostics.get("asap_policy: motors")
+        return len(markers) >= 2 and wanted <= set(diagnostics) and bool(motors and motors.values)
+
+    assert spin_until(node, arrived, 30.0), f"markers {len(markers)}, diagnostics {sorted(diagnostics)}"
     shown = {(m.ns, m.id): m for m in markers[-1].markers}
     text = shown["status", 0].text
     assert "policy: none loaded" in text  # no policy pushed in this graph
