@@ -155,7 +155,9 @@ def test_readme_command_is_exercised(cwd: str, command: list[str]) -> None:
 def _run(argv: tuple[str, ...]) -> tuple[int, str]:
     """Run once per distinct command line (the README repeats modules with other arguments)."""
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd=REPO)
-    return done.returncode, (done.stdout + done.stderr)[-4000:]
+    out = done.stdout + done.stderr
+    # keep the head (argparse prints the usage first) and the tail (where errors end up)
+    return done.returncode, out if len(out) <= 8000 else out[:4000] + "\n...\n" + out[-4000:]
 
 
 def project_console_scripts() -> set[str]:
