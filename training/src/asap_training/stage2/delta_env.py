@@ -28,6 +28,7 @@ from asap_training.envs.config import (
     RewardTermCfg,
     TerminationCfg,
     TrackingEnvCfg,
+    asap_rewards,
 )
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary, reference_from_clip
@@ -75,34 +76,15 @@ def delta_rewards() -> dict[str, RewardTermCfg]:
     out-scores it (measured mean episode returns: none 5.11, two-thirds 5.62, exact 5.50); at −0.01 the
     exact one scores best (5.94; half 5.62, none 5.11): the penalty still prefers the smallest of equal fits.
     """
-    r = RewardTermCfg
-    return {
-        "body_pos": r(
-            func="body_pos_upper_lower_exp",
-            weight=1.0,
-            params={"sigma_lower": 0.1, "sigma_upper": 0.03, "w_lower": 0.5, "w_upper": 1.0},
-        ),
-        "vr_3point": r(
-            func="points_pos_exp",
-            weight=1.0,
-            params={"points": ("left_hand_link", "right_hand_link", "head_link"), "sigma": 0.03},
-        ),
-        "feet_pos": r(
-            func="points_pos_exp",
-            weight=1.0,
-            params={"points": ("left_ankle_roll_link", "right_ankle_roll_link"), "sigma": 0.03},
-        ),
-        "body_rot": r(func="body_rot_exp", weight=0.5, params={"sigma": 1.0}),
-        "body_ang_vel": r(func="body_ang_vel_exp", weight=0.5, params={"sigma": 1.0}),
-        "body_lin_vel": r(func="body_lin_vel_exp", weight=0.5, params={"sigma": 1.0}),
-        "dof_pos": r(func="dof_pos_exp", weight=0.5, params={"sigma": 1.0}),
-        "dof_vel": r(func="dof_vel_exp", weight=0.5, params={"sigma": 1.0}),
-        "dof_pos_limits": r(func="dof_pos_limits", weight=-10.0),
-        "dof_vel_limits": r(func="dof_vel_limits", weight=-5.0),
-        "torque_limits": r(func="torque_limits", weight=-0.1),
-        "action_rate": r(func="action_rate_l2", weight=-0.01),
-        "action_norm": r(func="action_norm_exp", weight=-0.01),
-    }
+    # Table I's terms (same functions and kernels), reweighted as Table II; no penalty curriculum
+    table_ii = {
+        "body_pos": 1.0, "vr_3point": 1.0, "feet_pos": 1.0, "body_rot": 0.5, "body_ang_vel": 0.5,
+        "body_lin_vel": 0.5, "dof_pos": 0.5, "dof_vel": 0.5, "dof_pos_limits": -10.0, "dof_vel_limits": -5.0,
+        "torque_limits": -0.1, "action_rate": -0.01,
+    }  # fmt: skip
+    table_i = asap_rewards()
+    terms = {k: dataclasses.replace(table_i[k], weight=w, penalty=False) for k, w in table_ii.items()}
+    return terms | {"action_norm": RewardTermCfg(func="action_norm_exp", weight=-0.01)}
 
 
 def delta_env_cfg(
