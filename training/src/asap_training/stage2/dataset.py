@@ -180,3 +180,11 @@ class RealDataset:
             mode_machine=int(header["mode_machine"]),
             info=header["info"],
         )
+
+
+def load_dataset_for(prog: str, path: Path) -> RealDataset:
+    """A command's ``--dataset``: the dataset, or exit with the reason it could not be read."""
+    try:
+        return RealDataset.load(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"{prog}: cannot read dataset {path}: {exc}") from None

@@ -59,7 +59,7 @@ from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
 from asap_training.sim.base import SimState
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
-from asap_training.stage2.dataset import RealDataset
+from asap_training.stage2.dataset import RealDataset, load_dataset_for
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 
 FORMAT_VERSION = 1
@@ -536,10 +536,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    try:
-        dataset = RealDataset.load(args.dataset)
-    except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"asap-deltadyn: cannot read dataset {args.dataset}: {exc}") from None
+    dataset = load_dataset_for("asap-deltadyn", args.dataset)
     cfg = DeltaDynCfg(
         k_steps=args.k,
         rounds=args.rounds,

@@ -20,7 +20,7 @@ import torch
 
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import train
-from asap_training.stage2.dataset import RealDataset
+from asap_training.stage2.dataset import RealDataset, load_dataset_for
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.stage2.delta_model import DeltaModelMeta, export_delta_model
 from asap_training.stage2.warm_start import WarmStartCfg, fit_actor, one_step_targets
@@ -104,10 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    try:
-        dataset = RealDataset.load(args.dataset)
-    except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"asap-delta: cannot read dataset {args.dataset}: {exc}") from None
+    dataset = load_dataset_for("asap-delta", args.dataset)
     path, sha = train_delta(
         dataset,
         args.run_dir,

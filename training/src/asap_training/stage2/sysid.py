@@ -52,7 +52,7 @@ from tqdm import tqdm
 
 from asap_sim.model import BASE_BODY
 from asap_sim.profiles import load_profile
-from asap_training.stage2.dataset import RealDataset
+from asap_training.stage2.dataset import RealDataset, load_dataset_for
 from asap_training.stage2.openloop import HORIZONS_S, METRICS, open_loop_errors
 
 GROUPINGS = ("family", "limb", "joint")
@@ -375,10 +375,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--max-windows", type=int, default=64, help="replay windows per evaluation (default 64)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
-    try:
-        dataset = RealDataset.load(args.dataset)
-    except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"asap-sysid: cannot read dataset {args.dataset}: {exc}") from None
+    dataset = load_dataset_for("asap-sysid", args.dataset)
     cfg = SysidCfg(
         max_evaluations=args.max_evals,
         groups=args.groups,
