@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+ERROR_METRICS = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
+"""The error fields of :class:`TrackingMetrics`, in the paper's column order."""
+
 SUCCESS_MEAN_DISTANCE_M = 0.5
 """Paper's success criterion: the mean point distance never exceeds this."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asap_core import g1
-from asap_training.metrics import TrackingMetrics, tracking_metrics
+from asap_training.metrics import ERROR_METRICS, TrackingMetrics, tracking_metrics
 from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary
 from asap_training.stage2.dataset import RealTrajectory
 
@@ -53,9 +53,8 @@ def closed_loop_run(
 def mean_metrics(runs: list[ClosedLoopRun]) -> dict[str, float]:
     """Table IV row over several runs: success rate and mean errors."""
     rows = [r.metrics.to_dict() for r in runs]
-    keys = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
     return {
         "success_rate": float(np.mean([r["success"] for r in rows])),
-        **{k: float(np.mean([r[k] for r in rows])) for k in keys},
+        **{k: float(np.mean([r[k] for r in rows])) for k in ERROR_METRICS},
         "runs": len(rows),
     }

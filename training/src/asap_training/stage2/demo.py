@@ -294,15 +294,15 @@ def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: d
 
 def twin_rows(cfg: DemoCfg, artifacts: dict[str, Path]) -> dict[str, dict]:
     """Table IV rows of baseline artifacts on the twin core with the gap profile."""
+    from asap_training.metrics import ERROR_METRICS
     from asap_training.rl.evaluate import evaluate
 
     rows = {}
     for name, path in artifacts.items():
         result = evaluate(path, None, cfg.gap, None, backend="twin")
-        keys = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
         rows[name + " [twin core]"] = {
             "success_rate": float(result["success"]),
-            **{k: result[k] for k in keys},
+            **{k: result[k] for k in ERROR_METRICS},
             "runs": 1,
         }
     return rows

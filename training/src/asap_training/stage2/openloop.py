@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from asap_training.metrics import tracking_metrics
+from asap_training.metrics import ERROR_METRICS, tracking_metrics
 from asap_training.stage2.dataset import RealDataset
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 from asap_training.stage2.delta_model import DeltaModel
 
 HORIZONS_S = (0.25, 0.5, 1.0)
-METRICS = ("e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm")
 
 
 def replay_windows(
@@ -75,5 +74,5 @@ def open_loop_errors(
     for h in horizons_s:
         n = round(h / dt) + 1
         per_window = [tracking_metrics(robot_w[w, :n], ref_w[w, :n]).to_dict() for w in range(len(ids))]
-        result[f"{h:g}"] = {k: float(np.mean([m[k] for m in per_window])) for k in METRICS}
+        result[f"{h:g}"] = {k: float(np.mean([m[k] for m in per_window])) for k in ERROR_METRICS}
     return result

@@ -52,8 +52,9 @@ from tqdm import tqdm
 
 from asap_sim.model import BASE_BODY
 from asap_sim.profiles import load_profile
+from asap_training.metrics import ERROR_METRICS
 from asap_training.stage2.dataset import RealDataset, load_dataset_for
-from asap_training.stage2.openloop import HORIZONS_S, METRICS, open_loop_errors
+from asap_training.stage2.openloop import HORIZONS_S, open_loop_errors
 
 GROUPINGS = ("family", "limb", "joint")
 LIMBS = {
@@ -267,8 +268,8 @@ def identify(
 ) -> SysidResult:
     """Search the parameters, write the identified profile ``out`` (YAML) and ``out`` with ``.json``."""
     cfg = cfg or SysidCfg()
-    if cfg.metric not in METRICS:
-        raise ValueError(f"unknown metric {cfg.metric!r}; expected one of {METRICS}")
+    if cfg.metric not in ERROR_METRICS:
+        raise ValueError(f"unknown metric {cfg.metric!r}; expected one of {ERROR_METRICS}")
     t0 = time.monotonic()
     params = [
         p
@@ -371,7 +372,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--only", nargs="+", default=[], help="regexes of the parameter names to identify (default: all)"
     )
-    p.add_argument("--metric", choices=METRICS, default="e_g_mpjpe_mm", help="open-loop metric to minimise")
+    p.add_argument(
+        "--metric", choices=ERROR_METRICS, default="e_g_mpjpe_mm", help="open-loop metric to minimise"
+    )
     p.add_argument("--max-windows", type=int, default=64, help="replay windows per evaluation (default 64)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
