@@ -113,12 +113,15 @@ def test_dropped_records_are_counted(tmp_path: Path) -> None:
         open_episode(tmp_path / "d").aligned()
 
 
-def _write(path: Path, times: list[int], payload: bytes | None = None) -> None:
-    """LowStates with ticks 0, 1, ... received at ``times`` (or ``payload`` for every message)."""
+def _write(
+    path: Path, times: list[int], payload: bytes | None = None, ticks: list[int] | None = None
+) -> None:
+    """LowStates with ``ticks`` (default 0, 1, ...) received at ``times`` (or ``payload`` for every
+    message)."""
     writer = BagWriter(path, BagCfg(fsync=False))
     cid = writer.add_topic(TopicInfo("/lowstate", load_definition("unitree_hg/msg/LowState")))
     image = np.zeros((), dtype=LOWSTATE.dtype)
-    for tick, t in enumerate(times):
+    for tick, t in zip(ticks or range(len(times)), times, strict=True):
         image["tick"] = tick
         writer.write(cid, t, t, payload if payload is not None else LOWSTATE.to_cdr(image))
     writer.close()
@@ -134,6 +137,18 @@ def test_gaps_and_clock_jumps(tmp_path: Path) -> None:
     # a few ms of middleware reordering (seen on loaded hosts) is not a clock jump
     _write(tmp_path / "reorder", [T0, T0 + 20_000_000, T0 + 4_000_000, T0 + 22_000_000])
     open_episode(tmp_path / "reorder").validate(["/lowstate"])
+
+
+def test_a_resent_state_is_read_once_and_a_restart_is_a_jump(tmp_path: Path) -> None:
+    # the lock-step twin re-sends its sync state (tick 1) while it waits for a late command
+    _write(tmp_path / "resend", [T0, T0 + 2_000_000, T0 + 502_000_000, T0 + 504_000_000], ticks=[0, 1, 1, 2])
+    ep = open_episode(tmp_path / "resend")
+    ep.validate(["/lowstate"], max_gap_s=None)
+    assert ep.lowstate().tick.tolist() == [0, 1, 2]
+    assert ep.lowstate().t_ns.tolist() == [T0, T0 + 2_000_000, T0 + 504_000_000]  # the first receipt kept
+    _write(tmp_path / "restart", [T0, T0 + 2_000_000, T0 + 4_000_000], ticks=[7, 8, 3])
+    with pytest.raises(ClockJumpError, match="tick goes from 8 to 3"):
+        open_episode(tmp_path / "restart").validate(["/lowstate"], max_gap_s=None)
 
 
 def test_corrupt_chunk_is_named(episode: tuple[Path, Truth], tmp_path: Path) -> None:

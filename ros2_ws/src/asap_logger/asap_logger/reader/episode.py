@@ -341,18 +341,21 @@ class Episode:
             ],
         )
         t_ns, t = self._times(topic)
+        # a lock-step twin re-sends its sync state (same tick) while it waits for a late command: one
+        # state, received twice; a robot's tick never repeats
+        first = np.r_[True, np.diff(f["tick"][:, 0].astype(np.int64)) != 0]
         m = slice(0, NUM_MOTORS)
         return LowStateArrays(
-            t_ns,
-            t,
-            f["tick"][:, 0],
-            f["motor_state.q"][:, m],
-            f["motor_state.dq"][:, m],
-            f["motor_state.tau_est"][:, m],
-            f["imu_state.quaternion"],
-            f["imu_state.gyroscope"],
-            f["imu_state.accelerometer"],
-            f["mode_machine"][:, 0],
+            t_ns[first],
+            t[first],
+            f["tick"][first, 0],
+            f["motor_state.q"][first, m],
+            f["motor_state.dq"][first, m],
+            f["motor_state.tau_est"][first, m],
+            f["imu_state.quaternion"][first],
+            f["imu_state.gyroscope"][first],
+            f["imu_state.accelerometer"][first],
+            f["mode_machine"][first, 0],
         )
 
     def lowcmd(self) -> LowCmdArrays:
