@@ -83,6 +83,14 @@ LOWCMD = WireCodec(LOWCMD_DTYPE)
 LOWSTATE = WireCodec(LOWSTATE_DTYPE)
 LOWCMD_WIRE_SIZE = LOWCMD.wire_size
 LOWSTATE_WIRE_SIZE = LOWSTATE.wire_size
+_TICK_AT = len(CDR_LE_HEADER) + int(
+    np.flatnonzero(cdr_gather_index(LOWSTATE_DTYPE) == LOWSTATE_DTYPE.fields["tick"][1])[0]
+)
+
+
+def lowstate_tick(data: bytes) -> int:
+    """``tick`` of a raw /lowstate sample, read in place (no decode, no CRC check: for ordering)."""
+    return int.from_bytes(data[_TICK_AT : _TICK_AT + 4], "little")
 
 
 def encode_lowcmd(*, mode_machine: int, q: np.ndarray, kp: np.ndarray, kd: np.ndarray,

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from asap_core.crc import LOWCMD_DTYPE, LOWSTATE_DTYPE, lowcmd_crc, lowstate_crc, pack_lowstate
-from asap_core.wire import LOWSTATE_WIRE_SIZE, WireCodec, cdr_gather_index, decode_lowstate, encode_lowcmd
+from asap_core.wire import (
+    LOWSTATE_WIRE_SIZE,
+    WireCodec,
+    cdr_gather_index,
+    decode_lowstate,
+    encode_lowcmd,
+    lowstate_tick,
+)
 
 pytest.importorskip("rclpy")
 from rclpy.serialization import deserialize_message, serialize_message
@@ -89,12 +96,14 @@ def test_cdr_layout_differs_from_c_only_by_alignment() -> None:
 @pytest.mark.parametrize("seed", range(3))
 def test_lowstate_round_trip_matches_rclpy(seed: int) -> None:
     msg = _random_lowstate(np.random.default_rng(seed))
+    msg.tick = 2**31 + 4097 * seed  # every byte of the uint32 in play
     codec = WireCodec(LOWSTATE_DTYPE)
     image = pack_lowstate(msg)
     image["crc"] = msg.crc
     assert deserialize_message(codec.to_cdr(image), LowState) == msg
     assert codec.from_cdr(serialize_message(msg)).tobytes() == image.tobytes()
     assert codec.crc(image) == lowstate_crc(msg)
+    assert lowstate_tick(serialize_message(msg)) == msg.tick  # rclpy's own bytes
 
 
 def test_lowcmd_wrong_size_is_rejected() -> None:

@@ -7,9 +7,10 @@ A thin rclpy shell over ``asap_core.control.Controller``. Threads:
   /lowcmd at once, then the per-tick record and joint states;
 - command writer: repeats the latest command at ``writer_rate_hz`` between ticks and, if no tick
   completes for ``stall_timeout_ms``, sends DAMPING on its own and latches the fault;
-- executor (3 threads): the raw /lowstate callback (stores bytes only), the /lowcmd conflict
-  check, status and diagnostics timers, and the SetMode / LoadPolicy services (reentrant: they
-  block while loading or waiting for the tick that applies them).
+- executor (``asap_policy.executor.InlineExecutor``): the raw /lowstate callback (stores bytes
+  only), /clock, the /lowcmd conflict check, status and diagnostics timers in the spinning thread;
+  the SetMode / LoadPolicy services on two pool threads (they block while loading or waiting for
+  the tick that applies them).
 
 Nothing raises out of the control loop: a fault or an internal error latches DAMPING, logged once.
 """
@@ -30,7 +31,9 @@ from asap_msgs.srv import LoadPolicy, SetMode
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.clock import JumpThreshold
+from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
@@ -43,8 +46,9 @@ from asap_core.artifact import ArtifactError, load_artifact
 from asap_core.control import Controller, LoadedPolicy, MotorCommand, RobotState, TickOutput
 from asap_core.modes import ACTIVE_MODES, Event, Mode, Transition, request_event
 from asap_core.safety import Staleness
-from asap_core.wire import decode_lowstate, encode_lowcmd
+from asap_core.wire import decode_lowstate, encode_lowcmd, lowstate_tick
 from asap_policy import params
+from asap_policy.executor import InlineExecutor
 from asap_policy.motion_switcher import MotionSwitcherClient
 from asap_policy.motor_health import motor_health
 
@@ -54,6 +58,11 @@ TOPICS = {"lowcmd": "/lowcmd", "lowstate": "/lowstate", "record": "/policy/recor
 """Every name the node uses (remappable with ``--ros-args -r``)."""
 STATS_WINDOW_S = 60.0
 """Latency and jitter percentiles in PolicyStatus cover this many seconds of ticks."""
+SIM_CLOCK_POLL_S = 0.1
+"""Under sim time the control thread re-checks the clock at least this often (shutdown, missed jumps)."""
+SYNC_STATE_WAIT_S = 0.05
+"""Under sim time, how long (wall) a tick waits for the LowState of its own sim time before it runs on
+the newest one (a simulator whose ticks are not its sim time in ms costs this much per tick)."""
 
 
 @dataclass
@@ -107,6 +116,13 @@ class PolicyNode(Node):
         self.controller = Controller(params.control_cfg(v, self.dt), policy)
         self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
         self.clock = self.get_clock()  # ROS time: sim time under use_sim_time; stamps otherwise
+        # under sim time the control thread waits on this condition, notified on every /clock step
+        # and every /lowstate
+        self._sim_progress = threading.Condition()
+        self._clock_jump = self.clock.create_jump_callback(
+            JumpThreshold(min_forward=Duration(nanoseconds=1), min_backward=None, on_clock_change=True),
+            post_callback=self._notify_sim_progress,
+        ) if self.use_sim_time else None
 
         # shared state (guarded by _lock unless noted)
         self._lock = threading.Lock()
@@ -139,7 +155,8 @@ class PolicyNode(Node):
         self._status_pub = self.create_publisher(PolicyStatus, TOPICS["status"], reliable)
         self._joint_pub = self.create_publisher(JointState, TOPICS["joint_states"], QoSProfile(depth=10))
         self._diag_pub = self.create_publisher(DiagnosticArray, TOPICS["diagnostics"], QoSProfile(depth=10))
-        services = ReentrantCallbackGroup()  # they block (loading, waiting for a tick): own threads
+        # they block (loading, waiting for a tick): pool threads, not the executor's own
+        self.blocking_callbacks = services = ReentrantCallbackGroup()
         self.create_service(SetMode, TOPICS["set_mode"], self._on_set_mode, callback_group=services)
         self.create_service(LoadPolicy, TOPICS["load_policy"], self._on_load_policy,
                             callback_group=services)
@@ -183,6 +200,8 @@ class PolicyNode(Node):
         now = self._now_ns()
         with self._lock:
             self._raw_state = (data, now)
+        if self.use_sim_time:
+            self._notify_sim_progress()
 
     def _check_lowcmd_publishers(self) -> None:
         me = (self.get_name(), self.get_namespace())
@@ -262,22 +281,36 @@ class PolicyNode(Node):
         """Sleep until ``deadline_ns`` on the node clock; False when shutting down.
 
         Steady time sleeps with ``time.sleep`` on CLOCK_MONOTONIC (rclpy's ``Clock.sleep_until``
-        costs a jump-callback registration per call: ~40 % of a core at 500 Hz). Sim time waits
-        for /clock through ``Clock.sleep_until``.
+        costs a jump-callback registration per call: ~40 % of a core at 500 Hz). Sim time waits on a
+        condition that one jump callback, registered once, notifies after each /clock step. Not
+        ``Clock.sleep_until``: it waits for the next jump without looking at the time, so a /clock
+        that arrived between our check and its registration was lost, and a lock-step twin holding
+        the clock at that sync state (re-sending the same time) was never answered: the graph
+        stalled for good (seen in ~1 of 3 episodes on 2 busy cores).
         """
         if not self.use_sim_time:
             remaining = deadline_ns - time.monotonic_ns()
             if remaining > 0:
                 time.sleep(remaining / 1e9)
             return self._running
-        if self._now_ns() >= deadline_ns:  # e.g. a lock-step twin holding the clock at a sync state
-            return self._running
-        try:
-            self.clock.sleep_until(Time(nanoseconds=deadline_ns, clock_type=self.clock.clock_type),
-                                   context=self.context)
-        except Exception:  # the context shut down while sleeping
-            return False
+        with self._sim_progress:
+            while self._running and self._now_ns() < deadline_ns:
+                self._sim_progress.wait(SIM_CLOCK_POLL_S)  # the timeout only bounds a shutdown
+            # A lock-step twin publishes the state of this tick, then its /clock, then waits for our
+            # command; DDS does not order the two topics, so the state may still be in flight. Wait
+            # for it (the twin's LowState.tick is its sim time in ms; asap_sim README, lock-step).
+            wanted_tick, give_up = round(deadline_ns / 1e6), time.monotonic() + SYNC_STATE_WAIT_S
+            while self._running and self._newest_tick() < wanted_tick and time.monotonic() < give_up:
+                self._sim_progress.wait(SYNC_STATE_WAIT_S)
         return self._running
+
+    def _newest_tick(self) -> int:
+        raw = self._raw_state
+        return -1 if raw is None else lowstate_tick(raw[0])
+
+    def _notify_sim_progress(self, _jump: object = None) -> None:
+        with self._sim_progress:
+            self._sim_progress.notify_all()
 
     def _now_ns(self) -> int:
         return time.monotonic_ns() if not self.use_sim_time else self.clock.now().nanoseconds
@@ -525,7 +558,7 @@ def main(args: list[str] | None = None) -> None:
     node = None
     try:
         node = PolicyNode()
-        executor = MultiThreadedExecutor(num_threads=3)
+        executor = InlineExecutor(offload=node.blocking_callbacks)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

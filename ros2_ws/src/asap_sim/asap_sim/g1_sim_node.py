@@ -273,7 +273,10 @@ class G1SimNode(Node):
                 state = self.twin.read_state()
             lowstate = self._encoder.encode(state, self._command.mode, self._remote)
             if self._lockstep:
-                sync = self.cfg.wait_for_cmd and index % self.cfg.sync_every == 0
+                # sync states by sim time (ticks 0, 20, 40 ms... by default), not by count: a reset
+                # or a start that is not at t = 0 keeps them on the policy's sim-time deadlines
+                state_index = round(state.time_s * self.cfg.state_rate_hz)
+                sync = self.cfg.wait_for_cmd and state_index % self.cfg.sync_every == 0
                 if sync:
                     self._cmd_arrived.clear()  # only a command sent after this state counts
                 clock = clock_cdr(state.time_s)
