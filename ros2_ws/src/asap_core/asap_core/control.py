@@ -49,6 +49,12 @@ class ControlCfg:
     """``g1.DEFAULT_POSES`` entry for joints the policy does not drive."""
     damping_kd: float = 8.0
     """DAMPING: kp = 0, kd = this (N m s/rad) on every motor."""
+    action_noise_std: float = 0.0
+    """White noise (normalized action units) added to every policy action, which is then applied,
+    recorded and fed back as the last action: excitation for stage-2 data. A delta-action model fitted
+    on a noise-free run sees the action only as a function of the state and cannot learn how the
+    robot answers other actions, which is what fine-tuning asks of it. 0 to evaluate or deploy."""
+    action_noise_seed: int | None = None
     safety: SafetyCfg = field(default_factory=SafetyCfg)
 
 
@@ -196,6 +202,7 @@ class Controller:
         self._ticks_in_mode = 0
         self._blend: _Blend | None = None
         self._last_action = np.zeros(0)
+        self._action_noise = np.random.default_rng(cfg.action_noise_seed)
         if policy is not None:
             self._install(policy)
 
@@ -323,6 +330,8 @@ class Controller:
             out.observation, out.action_raw, out.inference_s, out.phase = obs, raw, infer_s, phase
             return out
         action = np.clip(raw, -p.clip, p.clip)
+        if self.cfg.action_noise_std > 0.0:
+            action = action + self._action_noise.normal(0.0, self.cfg.action_noise_std, action.shape)
         q_des = p.joint_map.apply(p.default_q + p.scale * action, fill=self._passive_q)
         kp, kd = self._policy_gains()
         if self._blend is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,21 @@ def test_last_action_feeds_the_next_observation(files: dict) -> None:
     close(second[72:72 + N], 0.0)
     close(third[72:72 + N], 0.4)
     close(third[72 + N:72 + 2 * N], 0.0)
+
+
+def test_excitation_noise_is_applied_recorded_and_fed_back(files: dict) -> None:
+    c = Controller(ControlCfg(ramp_s=0.02, action_noise_std=0.05, action_noise_seed=3), load(files, "zero"))
+    s = state()
+    c.tick(s, 0.001, [Event.REQUEST_RAMP])
+    c.tick(s, 0.001)
+    outs = [c.tick(s, 0.001, [Event.REQUEST_POLICY])] + [c.tick(s, 0.001) for _ in range(8)]
+    noise = np.array([o.action for o in outs])  # the policy always says 0
+    expected = np.random.default_rng(3).normal(0.0, 0.05, noise.shape)  # the same draws, in order
+    close(noise, expected)
+    for o in outs:
+        close(o.q_target, DEFAULT_MOTOR[POLICY_IDX] + 0.25 * o.action)  # what the motors get
+    for prev, o in itertools.pairwise(outs):
+        close(o.observation[:N], prev.action)  # the noisy action is the next tick's last action
 
 
 def test_nan_output_damps_in_the_same_tick(files: dict) -> None:

@@ -52,6 +52,10 @@ PARAMS: tuple[Param, ...] = (
     Param("passive_pose", "asap", "G1 default pose for joints the policy does not drive.",
           choices=tuple(sorted(g1.DEFAULT_POSES))),
     Param("damping_kd", 8.0, "DAMPING: kp = 0 and this kd on every motor (N m s/rad).", (0.0, 30.0)),
+    Param("action_noise_std", 0.0, "Excitation for stage-2 data: white noise added to every policy "
+          "action (normalized units; 0.2 = 0.05 rad of target at scale 0.25), applied, recorded, fed "
+          "back. 0 to evaluate or deploy; on hardware start small, in the gantry.", (0.0, 1.0)),
+    Param("action_noise_seed", -1, "Seed of the excitation noise; -1: a fresh one.", (-1, 2**31 - 1)),
     Param("stale_warn_ms", 10.0, "LowState older than this is reported (ms).", (0.1, 1000.0)),
     Param("stale_damp_ms", 50.0, "LowState older than this trips DAMPING in an active mode (ms).",
           (1.0, 5000.0)),
@@ -105,7 +109,8 @@ def control_cfg(v: Mapping[str, Value], control_dt: float) -> ControlCfg:
         control_dt=control_dt, ramp_s=v["ramp_s"], start_blend_ticks=v["start_blend_ticks"],
         swap_blend_ticks=v["swap_blend_ticks"], policy_start_tolerance_rad=v["policy_start_tolerance_rad"],
         hold_gains=v["hold_gains"], passive_gains=v["passive_gains"], passive_pose=v["passive_pose"],
-        damping_kd=v["damping_kd"],
+        damping_kd=v["damping_kd"], action_noise_std=v["action_noise_std"],
+        action_noise_seed=None if v["action_noise_seed"] < 0 else v["action_noise_seed"],
         safety=SafetyCfg(stale_warn_s=v["stale_warn_ms"] / 1e3, stale_damp_s=v["stale_damp_ms"] / 1e3,
                          velocity_limit_factor=v["velocity_limit_factor"], max_tilt_rad=v["max_tilt_rad"],
                          position_margin_rad=v["position_margin_rad"]),

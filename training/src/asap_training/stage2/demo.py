@@ -1,13 +1,15 @@
 """``asap-demo`` (``make demo`` / ``make demo-quick``): the whole ASAP loop on the twin, one command.
 
-1. record episodes of the shipped policy through a ``sim2sim_lockstep`` graph (twin with a reality-gap
-   profile + policy node + recorder, separate processes over DDS; one fresh graph per episode);
-2. ingest the bags into a real-trajectory dataset;
-3. fit the delta-action model πΔ on it (warm start + PPO in open-loop replays), open-loop replay errors;
-4. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines);
-5. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
-   record again;
-6. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
+1. record data episodes of the shipped policy, with excitation noise on its actions, through a
+   ``sim2sim_lockstep`` graph (twin with a reality-gap profile + policy node + recorder, separate
+   processes over DDS; one fresh graph per episode);
+2. record evaluation episodes of the shipped policy as deployed (no excitation): the Vanilla row;
+3. ingest the data bags into a real-trajectory dataset;
+4. fit the delta-action model πΔ on it (warm start + PPO in open-loop replays), open-loop replay errors;
+5. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines);
+6. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
+   record the evaluation episodes again (same twin noise seeds as the Vanilla ones);
+7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
 
 Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report, one ``graph_*.log`` per
 graph). ``--quick`` is a few-minute version with smaller budgets (same steps).
@@ -55,10 +57,20 @@ class DemoCfg:
     """Bringup profile of the graph. Lock-step: the twin waits for each command and the nodes run on its
     clock, so a busy 2-core machine slows the episode down instead of starving the 50 Hz loop (the
     realtime ``sim2sim`` latches DAMPING on stale LowStates at load ≳ 6 here)."""
-    episodes: int = 3
+    episodes: int = 6
+    """Data episodes (with ``excitation``) for πΔ."""
+    eval_episodes: int = 4
+    """Closed-loop episodes per policy (shipped, fine-tuned), without excitation."""
+    excitation: float = 0.2
+    """Action noise of the data episodes (normalized units; the policy node's ``action_noise_std``).
+    Without it every recorded action is a function of the recorded state, and πΔ cannot tell how the
+    robot answers other actions (measured on the twin core: a πΔ fitted on noise-free runs lowered the
+    1 s open-loop error 145 -> 83 mm, yet the shipped policy, which falls on the gap at 3.2 s, ran the
+    whole motion in the corrected simulator; fitted on runs with 0.2 noise, it fell there at 1.9-3.4 s,
+    and fine-tuning in it had something to fix)."""
     delta_joints: tuple[str, ...] = (".*_ankle_.*",)
-    delta_iterations: int = 150
-    finetune_iterations: int = 100
+    delta_iterations: int = 60
+    finetune_iterations: int = 200
     num_envs: int = 64
     baselines: tuple[str, ...] = ()
     """Extra fine-tuning baselines for the table, from :data:`BASELINES`: ``sysid`` (identified physics),
@@ -75,24 +87,29 @@ class DemoCfg:
     def quick(cls, **overrides: object) -> DemoCfg:
         """The few-minute variant: fewer episodes, smaller PPO budgets."""
         return cls(
-            **{"episodes": 2, "delta_iterations": 20, "finetune_iterations": 60, "num_envs": 32, **overrides}
+            **{"episodes": 4, "eval_episodes": 3, "delta_iterations": 20, "finetune_iterations": 100,
+               **overrides}
         )
 
 
 def step(k: int, text: str) -> None:
-    """A progress line of the 6 steps."""
-    print(f"\n[{k}/6] {text}", flush=True)
+    """A progress line of the 7 steps."""
+    print(f"\n[{k}/7] {text}", flush=True)
 
 
 @contextlib.contextmanager
-def sim2sim_graph(cfg: DemoCfg, policy: Path, log_name: str) -> Iterator[subprocess.Popen]:
-    """The runner with the twin on the gap profile; Ctrl-C'd (then killed) on exit. A graph that dies
-    while in use ends the demo with the runner's log."""
+def sim2sim_graph(
+    cfg: DemoCfg, policy: Path, log_name: str, sim_seed: int = -1, action_noise: float = 0.0
+) -> Iterator[subprocess.Popen]:
+    """The runner with the twin on the gap profile (sensor noise seeded with ``sim_seed``; -1: the
+    profile's) and the policy node's excitation noise; Ctrl-C'd (then killed) on exit. A graph that
+    dies while in use ends the demo with the runner's log."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     log = (cfg.out / log_name).open("w")
     args = [
         sys.executable, "-m", "asap_bringup.runner", cfg.bringup, f"policy:={policy.resolve()}",
         f"dynamics_profile:={cfg.gap}", f"episodes_dir:={(cfg.out / 'episodes').resolve()}",
+        f"sim_seed:={sim_seed}", f"action_noise:={float(action_noise)}",
     ]  # fmt: skip
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -111,9 +128,18 @@ def sim2sim_graph(cfg: DemoCfg, policy: Path, log_name: str) -> Iterator[subproc
         log.close()
 
 
-def record(cfg: DemoCfg, policy: Path, label: str, push: Path | None = None) -> list[Path]:
-    """``cfg.episodes`` episodes, each on a freshly started graph running ``policy`` (into which ``push``
-    is loaded first, through LoadPolicy); prints how each ended.
+def record(
+    cfg: DemoCfg,
+    policy: Path,
+    label: str,
+    episodes: int,
+    first_seed: int,
+    push: Path | None = None,
+    action_noise: float = 0.0,
+) -> list[Path]:
+    """``episodes`` episodes, each on a freshly started graph running ``policy`` (into which ``push``
+    is loaded first, through LoadPolicy) with ``action_noise``; prints how each ended. Episode ``i``
+    runs the twin's sensor noise from seed ``first_seed + i``: no two episodes alike, as on a robot.
 
     One graph per episode, retried on a fresh graph when one stalls: here the lock-step clock stopped
     right after a ``/sim/reset`` in 2 of ~10 episodes (twin waiting for a command, node waiting for
@@ -125,11 +151,12 @@ def record(cfg: DemoCfg, policy: Path, label: str, push: Path | None = None) -> 
             print(f"    {p.stage}: {p.message}", flush=True)
 
     bags = []
-    for i in range(cfg.episodes):
+    for i in range(episodes):
         for attempt in range(1, GRAPH_ATTEMPTS + 1):
             log = f"graph_{label}_{i + 1}_{attempt}.log"
             try:
-                outcome = _one_episode(cfg, policy, push, log, progress)
+                graph = {"sim_seed": first_seed + i, "action_noise": action_noise}
+                outcome = _one_episode(cfg, policy, push, log, progress, graph)
                 break
             except GraphError as exc:
                 if attempt == GRAPH_ATTEMPTS:
@@ -138,15 +165,17 @@ def record(cfg: DemoCfg, policy: Path, label: str, push: Path | None = None) -> 
                     ) from exc
                 print(f"  graph attempt {attempt} failed ({exc}); starting a fresh graph", flush=True)
         ended = f"{outcome.end.value} at phase {outcome.final_phase:.2f} ({outcome.policy_s:.1f} s)"
-        print(f"  {label} episode {i + 1}/{cfg.episodes}: {ended} -> {outcome.bag}", flush=True)
+        print(f"  {label} episode {i + 1}/{episodes}: {ended} -> {outcome.bag}", flush=True)
         bags.append(outcome.bag)
     return bags
 
 
-def _one_episode(cfg: DemoCfg, policy: Path, push: Path | None, log: str, progress: Callable) -> object:
+def _one_episode(
+    cfg: DemoCfg, policy: Path, push: Path | None, log: str, progress: Callable, graph: dict
+) -> object:
     from asap_training.stage2.graph import GraphClient
 
-    with sim2sim_graph(cfg, policy, log), GraphClient(progress=progress) as client:
+    with sim2sim_graph(cfg, policy, log, **graph), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
         if push is not None:
             answer = client.load_policy(push)
@@ -190,18 +219,21 @@ def run(cfg: DemoCfg) -> Path:
     parent_onnx = cfg.parent / "policy.onnx"
     asap_onnx = out / "policy_asap.onnx"
 
-    step(1, f"recording {cfg.episodes} episodes of the shipped policy on the {cfg.bringup} graph, twin on "
-            f"the "
-            f"'{cfg.gap}' gap")  # fmt: skip
-    before = record(cfg, parent_onnx, "before")
+    where = f"on the {cfg.bringup} graph, twin on the '{cfg.gap}' gap"
+    step(1, f"recording {cfg.episodes} data episodes of the shipped policy {where}, action noise "
+            f"{cfg.excitation}")  # fmt: skip
+    data = record(cfg, parent_onnx, "data", cfg.episodes, 1000 * cfg.seed + 1, action_noise=cfg.excitation)
+    step(2, f"recording {cfg.eval_episodes} evaluation episodes of the shipped policy as deployed")
+    eval_seed = 1000 * cfg.seed + 501  # twin noise the data never saw; the same for before and after
+    before = record(cfg, parent_onnx, "before", cfg.eval_episodes, eval_seed)
     # no graph runs while training: a lock-step twin would keep stepping on the node's commands
 
-    step(2, "ingesting the bags")
-    dataset = ingest(before, parent_onnx)
+    step(3, "ingesting the data bags")
+    dataset = ingest(data, parent_onnx)
     dataset.save(out / "dataset.npz")
     print(summary(dataset), flush=True)
 
-    step(3, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
+    step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
     delta_path, _ = train_delta(
         dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
         num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
@@ -212,16 +244,16 @@ def run(cfg: DemoCfg) -> Path:
     }
     print(open_loop_table(open_loop), flush=True)
 
-    step(4, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
+    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
     common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
               "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise}  # fmt: skip
     fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
     baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
 
-    step(5, "pushing the fine-tuned policy into the running node (LoadPolicy) and recording again")
-    after = record(cfg, parent_onnx, "after", push=asap_onnx)
+    step(6, "pushing the fine-tuned policy into the running node (LoadPolicy) and recording again")
+    after = record(cfg, parent_onnx, "after", cfg.eval_episodes, eval_seed, push=asap_onnx)
 
-    step(6, "evaluating and writing the report")
+    step(7, "evaluating and writing the report")
     closed, runs = {}, {}
     closed["Vanilla (shipped policy)"], runs["Vanilla"] = closed_loop_from_bags(before, parent_onnx)
     closed["ASAP (fine-tuned with πΔ)"], runs["ASAP"] = closed_loop_from_bags(after, asap_onnx)
@@ -246,6 +278,7 @@ def run(cfg: DemoCfg) -> Path:
                     f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
                     f"- πΔ: `{delta_path}`",
                     f"- fine-tuned policy: `{asap_onnx}`",
+                    f"- data bags (action noise {cfg.excitation}): {[str(b) for b in data]}",
                     f"- bags before: {[str(b) for b in before]}",
                     f"- bags after: {[str(b) for b in after]}",
                     "- plots: `results.png`",
@@ -316,7 +349,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help="the few-minute variant (smaller budgets)")
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)")
     p.add_argument("--gap", help="twin dynamics profile (default tired_ankles)")
-    p.add_argument("--episodes", type=int, help="episodes recorded before and after")
+    p.add_argument("--episodes", type=int, help="data episodes (with action noise) for πΔ")
+    p.add_argument("--eval-episodes", type=int, help="closed-loop episodes per policy, before and after")
+    p.add_argument("--excitation", type=float, help="action noise of the data episodes (default 0.2)")
     p.add_argument(
         "--bringup", help="bringup profile of the graph (default sim2sim_lockstep; sim2sim: realtime)"
     )
@@ -331,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         k: v
         for k, v in {
             "out": args.out, "gap": args.gap, "episodes": args.episodes, "bringup": args.bringup,
+            "eval_episodes": args.eval_episodes, "excitation": args.excitation,
             "delta_iterations": args.delta_iterations, "finetune_iterations": args.finetune_iterations,
             "baselines": tuple(args.baselines),
         }.items()

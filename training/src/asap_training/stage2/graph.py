@@ -5,7 +5,7 @@ does what an operator does, over the graph's own services, so the demo and the c
 into the nodes:
 
     reset the twin (initial pose, at rest, in the band) → RAMP to the policy's default pose → HOLD
-    → release the band → POLICY (the recorder opens a bag) → the motion ends (the node goes to HOLD at
+    → POLICY (the recorder opens a bag) → release the band → the motion ends (the node goes to HOLD at
     phase 1) or the policy trips a fault (DAMPING) → catch the robot in the band → the recorder closes
     the bag → its path.
 
@@ -403,12 +403,16 @@ class GraphClient:
         with self._cv:
             known = {e.episode_id for e in self._events}
             seen = self._status_count
-        if release_band:
-            self.release_band()
         reply = self.set_mode(Mode.POLICY, "episode start")
         if not reply.accepted:
             self._safe_stop(release_band)
             raise GraphError(f"policy_node refused POLICY in {reply.mode.name}: {reply.message}")
+        if release_band:
+            # after POLICY, as a gantry is lowered under a running policy: HOLD cannot balance the
+            # free robot, and each tick it stood in HOLD first was a tick of falling the policy
+            # inherited (measured on the twin core, tired_ankles: released 2 ticks before POLICY, the
+            # shipped policy fell at 1.6 s; released with its first tick, at 2.9 s, as from a free start)
+            self.release_band()
         t0 = time.monotonic()
         self._report("policy", "POLICY started")
         started = self._wait_event(lambda e: e.event == e.STARTED and e.episode_id not in known)
