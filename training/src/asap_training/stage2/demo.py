@@ -250,14 +250,18 @@ def run(cfg: DemoCfg) -> Path:
     fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
     baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
 
-    step(6, "pushing the fine-tuned policy into the running node (LoadPolicy) and recording again")
-    after = record(cfg, parent_onnx, "after", cfg.eval_episodes, eval_seed, push=asap_onnx)
+    step(6, "pushing the fine-tuned policy (then each baseline's) into the running node (LoadPolicy) and "
+            "recording again")  # fmt: skip
+    after = {}
+    for name, artifact in {"ASAP (fine-tuned with πΔ)": asap_onnx, **baseline_artifacts}.items():
+        label = "after" if artifact == asap_onnx else artifact.stem
+        after[name] = artifact, record(cfg, parent_onnx, label, cfg.eval_episodes, eval_seed, push=artifact)
 
     step(7, "evaluating and writing the report")
     closed, runs = {}, {}
     closed["Vanilla (shipped policy)"], runs["Vanilla"] = closed_loop_from_bags(before, parent_onnx)
-    closed["ASAP (fine-tuned with πΔ)"], runs["ASAP"] = closed_loop_from_bags(after, asap_onnx)
-    closed |= twin_rows(cfg, baseline_artifacts)
+    for name, (artifact, bags) in after.items():
+        closed[name], runs[name] = closed_loop_from_bags(bags, artifact)
     curves = {
         name: np.linalg.norm(r[0].robot_pos_w - r[0].ref_pos_w, axis=-1).mean(axis=1)
         for name, r in runs.items()
@@ -270,8 +274,8 @@ def run(cfg: DemoCfg) -> Path:
         f"ASAP loop on the twin ('{cfg.gap}' gap)",
         {
             "Closed loop on the gap (Table IV format)": table
-            + "\n\nVanilla and ASAP rows: episodes recorded through the ROS graph (policy node + recorder)."
-            + " Baseline rows: the same policy evaluated on the twin core (same physics, no DDS).",
+            + "\n\nEvery row: episodes recorded through the ROS graph (policy node + recorder), each policy"
+            + " pushed into the running node, the same twin noise seeds for every policy.",
             "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop),
             "Artifacts": "\n".join(
                 [
@@ -280,7 +284,7 @@ def run(cfg: DemoCfg) -> Path:
                     f"- fine-tuned policy: `{asap_onnx}`",
                     f"- data bags (action noise {cfg.excitation}): {[str(b) for b in data]}",
                     f"- bags before: {[str(b) for b in before]}",
-                    f"- bags after: {[str(b) for b in after]}",
+                    *(f"- bags {name}: {[str(b) for b in bags]}" for name, (_, bags) in after.items()),
                     "- plots: `results.png`",
                     f"- wall time: {minutes:.1f} min",
                 ]
@@ -323,22 +327,6 @@ def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: d
         else:
             raise SystemExit(f"asap-demo: unknown baseline {name!r} (known: {', '.join(BASELINES)})")
     return artifacts
-
-
-def twin_rows(cfg: DemoCfg, artifacts: dict[str, Path]) -> dict[str, dict]:
-    """Table IV rows of baseline artifacts on the twin core with the gap profile."""
-    from asap_training.metrics import ERROR_METRICS
-    from asap_training.rl.evaluate import evaluate
-
-    rows = {}
-    for name, path in artifacts.items():
-        result = evaluate(path, None, cfg.gap, None, backend="twin")
-        rows[name + " [twin core]"] = {
-            "success_rate": float(result["success"]),
-            **{k: result[k] for k in ERROR_METRICS},
-            "runs": 1,
-        }
-    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:
