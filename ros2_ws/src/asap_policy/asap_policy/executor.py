@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.callback_groups import CallbackGroup
@@ -11,8 +12,9 @@ from rclpy.task import Task
 
 
 class InlineExecutor(Executor):
-    """Runs every callback in the spinning thread, except those of the ``offload`` group (services that
-    block while a model loads or until a control tick applies them), which get pool threads.
+    """Runs every callback in the spinning thread, except those of the ``offload`` groups (services
+    that block while a model loads or until a control tick applies them; slow timers), which get pool
+    threads.
 
     rclpy's MultiThreadedExecutor hands *every* callback to a thread pool and scans its list of pending
     futures after each one. With /lowstate at 500 Hz (and /clock at 500 Hz under sim time) the policy
@@ -21,9 +23,11 @@ class InlineExecutor(Executor):
     callbacks here only store bytes or a time, so running them inline costs less than any hand-off.
     """
 
-    def __init__(self, offload: CallbackGroup, threads: int = 2, *, context: Context | None = None) -> None:
+    def __init__(
+        self, offload: Iterable[CallbackGroup], threads: int = 2, *, context: Context | None = None
+    ) -> None:
         super().__init__(context=context)
-        self._offload = offload
+        self._offload = tuple(offload)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="offloaded_callback")
         self._offloaded: list[Task] = []
 
@@ -33,7 +37,7 @@ class InlineExecutor(Executor):
             handler, entity, _ = self.wait_for_ready_callbacks(timeout_sec=timeout_sec)
         except (ShutdownException, TimeoutException):
             return
-        if getattr(entity, "callback_group", None) is self._offload:
+        if any(getattr(entity, "callback_group", None) is group for group in self._offload):
             self._pool.submit(handler)
             self._offloaded.append(handler)
         else:

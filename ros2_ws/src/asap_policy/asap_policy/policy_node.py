@@ -8,9 +8,9 @@ A thin rclpy shell over ``asap_core.control.Controller``. Threads:
 - command writer: repeats the latest command at ``writer_rate_hz`` between ticks and, if no tick
   completes for ``stall_timeout_ms``, sends DAMPING on its own and latches the fault;
 - executor (``asap_policy.executor.InlineExecutor``): the raw /lowstate callback (stores bytes
-  only), /clock, the /lowcmd conflict check, status and diagnostics timers in the spinning thread;
-  the SetMode / LoadPolicy services on two pool threads (they block while loading or waiting for
-  the tick that applies them).
+  only) and /clock in the spinning thread; on two pool threads the SetMode / LoadPolicy services
+  (they block while loading or waiting for the tick that applies them) and, in a group of their
+  own, the /lowcmd conflict check, status and diagnostics timers.
 
 Nothing raises out of the control loop: a fault or an internal error latches DAMPING, logged once.
 """
@@ -30,7 +30,7 @@ from asap_msgs.msg import PolicyRecord, PolicyStatus
 from asap_msgs.srv import LoadPolicy, SetMode
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException
@@ -156,13 +156,17 @@ class PolicyNode(Node):
         self._joint_pub = self.create_publisher(JointState, TOPICS["joint_states"], QoSProfile(depth=10))
         self._diag_pub = self.create_publisher(DiagnosticArray, TOPICS["diagnostics"], QoSProfile(depth=10))
         # they block (loading, waiting for a tick): pool threads, not the executor's own
-        self.blocking_callbacks = services = ReentrantCallbackGroup()
+        services = ReentrantCallbackGroup()
+        # the timers query the graph and build messages (ms each): on pool threads too, in a group of
+        # their own, so the /lowstate callback never waits behind them
+        timers = MutuallyExclusiveCallbackGroup()
+        self.offloaded_callbacks = (services, timers)
         self.create_service(SetMode, TOPICS["set_mode"], self._on_set_mode, callback_group=services)
         self.create_service(LoadPolicy, TOPICS["load_policy"], self._on_load_policy,
                             callback_group=services)
-        self.create_timer(0.2, self._check_lowcmd_publishers)
-        self.create_timer(1.0 / v["status_rate_hz"], self._publish_status)
-        self.create_timer(1.0 / v["diagnostics_rate_hz"], self._publish_diagnostics)
+        self.create_timer(0.2, self._check_lowcmd_publishers, callback_group=timers)
+        self.create_timer(1.0 / v["status_rate_hz"], self._publish_status, callback_group=timers)
+        self.create_timer(1.0 / v["diagnostics_rate_hz"], self._publish_diagnostics, callback_group=timers)
         self._switcher = MotionSwitcherClient(self) if not self._released else None
 
         self._threads = [threading.Thread(target=self._control_loop, name="control", daemon=True)]
@@ -558,7 +562,7 @@ def main(args: list[str] | None = None) -> None:
     node = None
     try:
         node = PolicyNode()
-        executor = InlineExecutor(offload=node.blocking_callbacks)
+        executor = InlineExecutor(offload=node.offloaded_callbacks)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

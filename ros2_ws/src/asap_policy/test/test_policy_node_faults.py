@@ -26,7 +26,7 @@ from asap_msgs.msg import PolicyRecord, PolicyStatus  # noqa: E402
 from asap_msgs.srv import LoadPolicy, SetMode  # noqa: E402
 from dds import finish, spawn  # noqa: E402
 from fake_g1 import FakeG1  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from unitree_hg.msg import LowCmd  # noqa: E402
 
@@ -55,7 +55,7 @@ class Graph:
                                       QoSProfile(depth=500))
         self.set_mode_client = self.node.create_client(SetMode, "/policy/set_mode")
         self.load_client = self.node.create_client(LoadPolicy, "/policy/load_policy")
-        self.executor = MultiThreadedExecutor(num_threads=2)
+        self.executor = SingleThreadedExecutor()  # a pool hand-off per 500 Hz LowCmd starved the fake robot
         self.executor.add_node(self.fake)
         self.executor.add_node(self.node)
         self._spin = threading.Thread(target=self.executor.spin, daemon=True)

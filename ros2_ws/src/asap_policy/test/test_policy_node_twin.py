@@ -22,7 +22,7 @@ import policies  # noqa: E402
 from asap_msgs.msg import PolicyRecord, PolicyStatus  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
 from dds import finish, spawn  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from rclpy.serialization import deserialize_message  # noqa: E402
 from unitree_hg.msg import LowCmd  # noqa: E402
@@ -46,7 +46,7 @@ def test_ramp_hold_policy_runs_the_whole_motion_on_the_lockstep_twin(tmp_path: P
     node.create_subscription(LowCmd, "/lowcmd", commands.append,
                              QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True)
     client = node.create_client(SetMode, "/policy/set_mode")
-    executor = MultiThreadedExecutor(num_threads=2)
+    executor = SingleThreadedExecutor()
     executor.add_node(node)
     threading.Thread(target=executor.spin, daemon=True).start()
     twin = spawn("-m asap_sim.g1_sim_node", "--ros-args", "-p", "clock_mode:=lockstep",
