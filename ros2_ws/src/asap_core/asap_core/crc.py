@@ -61,9 +61,10 @@ def _bitrev32(x: int) -> int:
 
 def crc32_words(data: bytes | np.ndarray) -> int:
     """Unitree's CRC over ``data`` (length a multiple of 4, little-endian 32-bit words)."""
-    raw = np.frombuffer(bytes(data), dtype="<u4")
-    stream = raw.astype(">u4").view(np.uint8)  # each word MSB first
-    reflected = zlib.crc32(_BITREV8[stream].tobytes())  # init/final-xor 0xFFFFFFFF
+    # each byte bit-reversed, each word's bytes MSB first: zlib's reflected CRC then sees the words'
+    # bits in the robot's order (no copy of ``data``: the twin calls this for every 500 Hz state)
+    stream = _BITREV8[np.frombuffer(data, dtype=np.uint8)].reshape(-1, 4)[:, ::-1]
+    reflected = zlib.crc32(stream.tobytes())  # init/final-xor 0xFFFFFFFF
     return _bitrev32(reflected ^ 0xFFFFFFFF)
 
 

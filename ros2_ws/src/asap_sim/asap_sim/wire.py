@@ -53,6 +53,7 @@ class LowStateEncoder:
         # views into the image, resolved once (a structured field lookup costs more than the copy)
         imu, motors = image["imu_state"], image["motor_state"][:NUM_MOTORS]
         self._tick, self._crc, self._remote = image["tick"], image["crc"], image["wireless_remote"]
+        self._remote_bytes: bytes | None = None
         self._imu = tuple(imu[f] for f in ("quaternion", "gyroscope", "accelerometer", "rpy"))
         self._motors = tuple(motors[f] for f in ("mode", "q", "dq", "ddq", "tau_est"))
 
@@ -65,7 +66,9 @@ class LowStateEncoder:
         for view, value in zip(self._motors, (motor_mode != 0, state.q, state.dq, state.ddq, state.tau_est),
                                strict=True):
             view[:] = value
-        self._remote[:] = np.frombuffer(wireless_remote, dtype=np.uint8)
+        if wireless_remote is not self._remote_bytes:  # changes only on a remote event
+            self._remote[:] = np.frombuffer(wireless_remote, dtype=np.uint8)
+            self._remote_bytes = wireless_remote
         self._crc[...] = self._codec.crc(self._image)
         return self._codec.to_cdr(self._image)
 
