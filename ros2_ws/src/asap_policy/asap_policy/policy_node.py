@@ -133,6 +133,8 @@ class PolicyNode(Node):
         self._status_lock = threading.Lock()
         self._status_mode = self.controller.mode
         self._raw_state: tuple[bytes, int] | None = None  # newest /lowstate bytes, receive time (ns)
+        self._states_received = 0  # /lowstate samples so far (counted under sim time only)
+        self._answered_tick = -1  # LowState.tick of the state the last command answered
         self._good_state: tuple[RobotState, int, np.ndarray] | None = None  # + receive ns, tau_est
         self._pending: list[_Pending] = []
         self._command: tuple[bytes, int, int] | None = None  # wire bytes, tick time ns, publish ns
@@ -205,6 +207,7 @@ class PolicyNode(Node):
         with self._lock:
             self._raw_state = (data, now)
         if self.use_sim_time:
+            self._states_received += 1
             self._notify_sim_progress()
 
     def _check_lowcmd_publishers(self) -> None:
@@ -298,8 +301,14 @@ class PolicyNode(Node):
                 time.sleep(remaining / 1e9)
             return self._running
         with self._sim_progress:
+            seen = self._states_received
             while self._running and self._now_ns() < deadline_ns:
                 self._sim_progress.wait(SIM_CLOCK_POLL_S)  # the timeout only bounds a shutdown
+                if self._states_received != seen and self._newest_tick() == self._answered_tick:
+                    # a lock-step twin re-sent the state we answered: our command was lost (e.g. sent
+                    # before DDS matched its reader at start-up); answer the copy, as its protocol asks
+                    self._resend_command()
+                seen = self._states_received
             # A lock-step twin publishes the state of this tick, then its /clock, then waits for our
             # command; DDS does not order the two topics, so the state may still be in flight. Wait
             # for it (the twin's LowState.tick is its sim time in ms; asap_sim README, lock-step).
@@ -307,6 +316,11 @@ class PolicyNode(Node):
             while self._running and self._newest_tick() < wanted_tick and time.monotonic() < give_up:
                 self._sim_progress.wait(SYNC_STATE_WAIT_S)
         return self._running
+
+    def _resend_command(self) -> None:
+        with self._publish_lock:
+            if self._command is not None:
+                self._lowcmd_pub.publish(self._command[0])
 
     def _newest_tick(self) -> int:
         raw = self._raw_state
@@ -368,6 +382,7 @@ class PolicyNode(Node):
         out = self.controller.tick(state, age, [p.event for p in events], start_block, external_fault)
         if state is not None:
             self._send(out.command, now_ns)
+            self._answered_tick = state.tick
             self.stats["state_to_cmd_ms"].add((self._now_ns() - t_recv) / 1e6)
         for p, result in zip(events, out.results, strict=True):
             p.result = result
