@@ -101,15 +101,15 @@ def step(k: int, text: str) -> None:
 def sim2sim_graph(
     cfg: DemoCfg, policy: Path, log_name: str, sim_seed: int = -1, action_noise: float = 0.0
 ) -> Iterator[subprocess.Popen]:
-    """The runner with the twin on the gap profile (sensor noise seeded with ``sim_seed``; -1: the
-    profile's) and the policy node's excitation noise; Ctrl-C'd (then killed) on exit. A graph that
+    """The runner with the twin on the gap profile and the policy node's excitation noise, both seeded
+    with ``sim_seed`` (-1: the profile's / a fresh one); Ctrl-C'd (then killed) on exit. A graph that
     dies while in use ends the demo with the runner's log."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     log = (cfg.out / log_name).open("w")
     args = [
         sys.executable, "-m", "asap_bringup.runner", cfg.bringup, f"policy:={policy.resolve()}",
         f"dynamics_profile:={cfg.gap}", f"episodes_dir:={(cfg.out / 'episodes').resolve()}",
-        f"sim_seed:={sim_seed}", f"action_noise:={float(action_noise)}",
+        f"sim_seed:={sim_seed}", f"action_noise:={float(action_noise)}", f"action_noise_seed:={sim_seed}",
     ]  # fmt: skip
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
