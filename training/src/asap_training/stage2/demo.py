@@ -155,8 +155,7 @@ def record(
         for attempt in range(1, GRAPH_ATTEMPTS + 1):
             log = f"graph_{label}_{i + 1}_{attempt}.log"
             try:
-                graph = {"sim_seed": first_seed + i, "action_noise": action_noise}
-                outcome = _one_episode(cfg, policy, push, log, progress, graph)
+                outcome = _one_episode(cfg, policy, push, log, progress, first_seed + i, action_noise)
                 break
             except GraphError as exc:
                 if attempt == GRAPH_ATTEMPTS:
@@ -171,11 +170,17 @@ def record(
 
 
 def _one_episode(
-    cfg: DemoCfg, policy: Path, push: Path | None, log: str, progress: Callable, graph: dict
+    cfg: DemoCfg,
+    policy: Path,
+    push: Path | None,
+    log: str,
+    progress: Callable,
+    sim_seed: int,
+    action_noise: float,
 ) -> object:
     from asap_training.stage2.graph import GraphClient
 
-    with sim2sim_graph(cfg, policy, log, **graph), GraphClient(progress=progress) as client:
+    with sim2sim_graph(cfg, policy, log, sim_seed, action_noise), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
         if push is not None:
             answer = client.load_policy(push)
@@ -254,8 +259,8 @@ def run(cfg: DemoCfg) -> Path:
             "recording again")  # fmt: skip
     after = {}
     for name, artifact in {"ASAP (fine-tuned with πΔ)": asap_onnx, **baseline_artifacts}.items():
-        label = "after" if artifact == asap_onnx else artifact.stem
-        after[name] = artifact, record(cfg, parent_onnx, label, cfg.eval_episodes, eval_seed, push=artifact)
+        bags = record(cfg, parent_onnx, artifact.stem, cfg.eval_episodes, eval_seed, push=artifact)
+        after[name] = artifact, bags
 
     step(7, "evaluating and writing the report")
     closed, runs = {}, {}
