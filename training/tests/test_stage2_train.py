@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,23 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
     assert prov.parent_sha256 == parent.sha256
     assert prov.delta_model_sha256 == sha and prov.dataset_sha256 == ds.sha256
     assert artifact.metadata.observation.to_dict() == parent.metadata.observation.to_dict()
+
+
+def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_ankle_recording, tmp_path):
+    ds, run = weak_ankle_recording, tmp_path / "delta"
+    path, sha = train_delta(
+        ds, run, delta=ANKLES, iterations=4, num_envs=8, progress=False,
+        warm_start=WarmStartCfg(max_samples=96, epochs=150), critic_warmup=2, select_every=1,
+    )  # fmt: skip
+    selection = json.loads((run / "selection.json").read_text())
+    scores = {int(k): v for k, v in selection["scores"].items()}
+    assert sorted(scores) == [0, 1, 2, 3, 4]
+    # the actor (weights and input normalizer) stays the warm start while only the critic learns
+    assert scores[0] == scores[1] == scores[2]
+    assert selection["chosen_error_mm"] == min(scores.values())
+    exported = open_loop_errors(ds, delta_model=path, horizons_s=(1.0,))["1"]["e_g_mpjpe_mm"]
+    assert exported == pytest.approx(selection["chosen_error_mm"], rel=1e-9)
+    assert DeltaModel(path).sha256 == sha and not (run / "candidate.onnx").exists()
 
 
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):

@@ -58,12 +58,16 @@ class WireCodec:
         self._payload_pos = np.flatnonzero(index >= 0)  # integer gathers: much faster than masks
         self._c_pos = index[self._payload_pos]
         self._crc_offset = dtype.fields["crc"][1]
+        # CDR padding read from a padding byte of the C struct (zero, as the robot's CRC requires):
+        # serializing is then one gather, no zero-filled buffer to scatter into
+        c_padding = np.setdiff1d(np.arange(dtype.itemsize), self._c_pos)
+        if c_padding.size == 0:
+            raise ValueError(f"{dtype}: no padding byte in the C layout to serve as CDR padding")
+        self._cdr_from_c = np.where(index >= 0, index, c_padding[0])
 
     def to_cdr(self, image: np.ndarray) -> bytes:
-        """The serialized message (header + payload) of a C image."""
-        payload = np.zeros(self.payload_size, dtype=np.uint8)  # padding stays zero
-        payload[self._payload_pos] = image.reshape(-1).view(np.uint8)[self._c_pos]
-        return CDR_LE_HEADER + payload.tobytes()
+        """The serialized message (header + payload) of a C image (its padding bytes zero)."""
+        return CDR_LE_HEADER + image.reshape(-1).view(np.uint8)[self._cdr_from_c].tobytes()
 
     def from_cdr(self, data: bytes) -> np.ndarray:
         """The zero-padded C image of a serialized message (raises ValueError on a wrong size)."""

@@ -75,12 +75,32 @@ class MotorParams:
                    torque_scale=profile.torque_scale)
 
 
+class DriveLaw:
+    """:func:`pd_torque` for one command, with everything that does not depend on the joint state
+    folded in once: per physics step only ``bias - kp*q - kd*dq``, the clip and the scale remain
+    (the drives hold one command for many physics steps: 4-10 per 50 Hz policy tick in training,
+    one per state in the twin)."""
+
+    __slots__ = ("bias", "gain", "kd", "kp", "limit")
+
+    def __init__(self, cmd: MotorCommand, params: MotorParams) -> None:
+        on = cmd.mode != 0  # a motor that is off applies nothing, whatever else its slot holds
+        self.kp = np.where(on, params.kp_scale * cmd.kp, 0.0)
+        self.kd = np.where(on, params.kd_scale * cmd.kd, 0.0)
+        self.bias = np.where(on, self.kp * cmd.q + self.kd * cmd.dq + cmd.tau, 0.0)
+        self.gain = np.where(on, params.torque_scale, 0.0)
+        self.limit = params.effort_limit
+
+    def torque(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
+        """Joint torques (N m, shape of ``q``) at joint state ``q``, ``dq``."""
+        tau = self.bias - self.kp * q
+        tau -= self.kd * dq
+        return self.gain * np.minimum(np.maximum(tau, -self.limit), self.limit)
+
+
 def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorParams) -> np.ndarray:
     """Joint torques (N m, shape of ``q``) the drives apply for ``cmd`` at joint state ``q``, ``dq``."""
-    tau = (params.kp_scale * cmd.kp * (cmd.q - q) + params.kd_scale * cmd.kd * (cmd.dq - dq)
-           + cmd.tau)
-    tau = params.torque_scale * np.minimum(np.maximum(tau, -params.effort_limit), params.effort_limit)
-    return np.where(cmd.mode != 0, tau, 0.0)
+    return DriveLaw(cmd, params).torque(q, dq)
 
 
 def latency_steps(latency_ms: float, physics_dt: float) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 
 from asap_core import g1
 from asap_sim.model import TWIN_TIMESTEP, G1Indices, build_model, standing_base_height
-from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, latency_steps, pd_torque
+from asap_sim.motor import CommandDelay, DriveLaw, MotorCommand, MotorParams, latency_steps
 from asap_sim.profiles import DynamicsProfile, nominal_profile
 
 
@@ -110,14 +110,46 @@ class Twin:
         self.model = build_model(self.profile, timestep=self.config.physics_dt)
         self.data = mujoco.MjData(self.model)
         self.idx = G1Indices.from_model(self.model)
-        self._q, self._dq, self._ctrl = (_as_slice(i) for i in (self.idx.qpos, self.idx.qvel,
-                                                                 self.idx.actuator))
-        self._contact_found = [self.idx.sensor[f"{side}_foot_contact"].start for side in ("left", "right")]
+        self._bind_views()
         self._params = MotorParams.from_profile(self.profile)
         self._latency = latency_steps(self.profile.actuation_latency_ms, self.config.physics_dt)
+        self._law_of: MotorCommand | None = None  # the command self._law was built for
         seed = self.profile.seed if self.config.seed is None else self.config.seed
         self._rng = np.random.default_rng(seed)
+        p = self.profile
+        # one draw per state for every noisy channel: q, dq, gyro, accelerometer (in that order)
+        self._noise_std = np.repeat(
+            [p.joint_pos_noise_std, p.joint_vel_noise_std, p.gyro_noise_std, p.accelerometer_noise_std],
+            [g1.NUM_MOTORS, g1.NUM_MOTORS, 3, 3],
+        )
+        self._noisy = bool(self._noise_std.any())
         self.reset()
+
+    def _bind_views(self) -> None:
+        """numpy views of the MjData buffers the loops touch, taken once: every attribute access on
+        MjData builds a new array object (~0.5 µs), a dozen of them per physics step otherwise. The
+        views stay valid: ``mj_resetData`` clears the buffers in place."""
+        d, idx = self.data, self.idx
+        spans = {}
+        for name, addresses in (("q", idx.qpos), ("dq", idx.qvel), ("ctrl", idx.actuator)):
+            span = _as_slice(addresses)
+            if not isinstance(span, slice):
+                raise ValueError(
+                    f"G1 model joints not contiguous in motor order ({name}); build it with "
+                    f"asap_sim.model.build_model"
+                )
+            spans[name] = span
+        self._joint_q, self._joint_dq = d.qpos[spans["q"]], d.qvel[spans["dq"]]
+        self._joint_ddq, self._ctrl = d.qacc[spans["dq"]], d.ctrl[spans["ctrl"]]
+        self._base_pos, self._base_quat = d.qpos[0:3], d.qpos[3:7]
+        self._base_vel, self._base_ang_vel = d.qvel[0:3], d.qvel[3:6]
+        self._base_xmat = d.xmat[idx.base_body]
+        self._base_xfrc = d.xfrc_applied[idx.base_body]
+        sensors = d.sensordata
+        self._imu_quat, self._imu_gyro, self._imu_acc = (
+            sensors[idx.sensor[n]] for n in ("imu_quat", "imu_gyro", "imu_acc")
+        )
+        self._contacts = [sensors[idx.sensor[f"{side}_foot_contact"]] for side in ("left", "right")]
 
     def reset(self, *, keep_time: bool = False, band_held: bool | None = None) -> None:
         """Back to the initial pose at rest, motors off, band as configured (or ``band_held``).
@@ -135,7 +167,7 @@ class Twin:
         self.data.qpos[:7] = (0.0, 0.0, height, 1.0, 0.0, 0.0, 0.0)
         self.data.qpos[self.idx.qpos] = q
         mujoco.mj_forward(self.model, self.data)
-        self._wrench, self._rot_err_b = np.zeros(6), np.zeros(3)
+        self._rot_err_b = np.zeros(3)
         self._anchor_pos = self.data.qpos[:3].copy()
         self._anchor_quat = self.data.qpos[3:7].copy()
         self._band_held = self.config.band_held if band_held is None else band_held
@@ -156,7 +188,7 @@ class Twin:
     def release_band(self) -> None:
         """Let go of the pelvis."""
         self._band_held = False
-        self.data.xfrc_applied[self.idx.base_body] = 0.0
+        self._base_xfrc[:] = 0.0
 
     def hold_band(self) -> None:
         """Catch the pelvis where it is (position) and turn it back upright (start orientation)."""
@@ -170,49 +202,57 @@ class Twin:
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps."""
-        model, data, q, dq = self.model, self.data, self._q, self._dq
+        model, data = self.model, self.data
         for _ in range(n):
             cmd = self._delay.push(self._command) if self._latency else self._command
-            self._tau = pd_torque(cmd, data.qpos[q], data.qvel[dq], self._params)
-            data.ctrl[self._ctrl] = self._tau
+            if cmd is not self._law_of:
+                self._law, self._law_of = DriveLaw(cmd, self._params), cmd
+            self._tau = self._law.torque(self._joint_q, self._joint_dq)
+            self._ctrl[:] = self._tau
             if self._band_held:
-                data.xfrc_applied[self.idx.base_body] = self._band_wrench()
+                self._apply_band()
             mujoco.mj_step(model, data)
 
-    def _band_wrench(self) -> np.ndarray:
-        """[force, torque] (world frame) of the band's spring-dampers on the pelvis."""
-        band, data, wrench = self.config.band, self.data, self._wrench
-        wrench[:3] = band.stiffness * (self._anchor_pos - data.qpos[:3]) - band.damping * data.qvel[:3]
-        mujoco.mju_subQuat(self._rot_err_b, self._anchor_quat, data.qpos[3:7])
-        torque_b = band.rot_stiffness * self._rot_err_b - band.rot_damping * data.qvel[3:6]
-        mujoco.mju_mulMatVec3(wrench[3:], data.xmat[self.idx.base_body], torque_b)
-        return wrench
+    def _apply_band(self) -> None:
+        """The band's spring-dampers on the pelvis, as a world-frame [force, torque] on its body."""
+        band, wrench = self.config.band, self._base_xfrc
+        np.subtract(self._anchor_pos, self._base_pos, out=wrench[:3])
+        wrench[:3] *= band.stiffness
+        wrench[:3] -= band.damping * self._base_vel
+        mujoco.mju_subQuat(self._rot_err_b, self._anchor_quat, self._base_quat)
+        torque_b = band.rot_stiffness * self._rot_err_b - band.rot_damping * self._base_ang_vel
+        mujoco.mju_mulMatVec3(wrench[3:], self._base_xmat, torque_b)
 
     def read_state(self) -> TwinState:
         """The current sample. Draws sensor noise: call once per published state."""
-        d, idx, p = self.data, self.idx, self.profile
-        quat = d.sensordata[idx.sensor["imu_quat"]].copy()
-        contact = d.sensordata[self._contact_found] > 0
+        time_s = float(self.data.time)
+        quat = self._imu_quat.copy()
+        q, dq = self._joint_q.copy(), self._joint_dq.copy()
+        gyro, acc = self._imu_gyro.copy(), self._imu_acc.copy()
+        if self._noisy:
+            noise = self._rng.standard_normal(self._noise_std.size) * self._noise_std
+            n = g1.NUM_MOTORS
+            q += noise[:n]
+            dq += noise[n : 2 * n]
+            gyro += noise[2 * n : 2 * n + 3]
+            acc += noise[2 * n + 3 :]
+        base_vel = self._base_vel.copy()
         return TwinState(
-            time_s=float(d.time),
-            tick=round(d.time * 1000.0),
-            q=self._noisy(d.qpos[self._q], p.joint_pos_noise_std),
-            dq=self._noisy(d.qvel[self._dq], p.joint_vel_noise_std),
-            ddq=d.qacc[self._dq].copy(),
+            time_s=time_s,
+            tick=round(time_s * 1000.0),
+            q=q,
+            dq=dq,
+            ddq=self._joint_ddq.copy(),
             tau_est=self._tau.copy(),
             imu_quat_wxyz=quat,
-            gyro_b=self._noisy(d.sensordata[idx.sensor["imu_gyro"]], p.gyro_noise_std),
-            acc_b=self._noisy(d.sensordata[idx.sensor["imu_acc"]], p.accelerometer_noise_std),
+            gyro_b=gyro,
+            acc_b=acc,
             rpy=quat_to_rpy(quat),
-            base_pos_w=d.qpos[:3].copy(),
-            base_quat_wxyz=d.qpos[3:7].copy(),
-            base_lin_vel_w=d.qvel[:3].copy(),
-            base_lin_vel_b=d.xmat[idx.base_body].reshape(3, 3).T @ d.qvel[:3],
-            base_ang_vel_b=d.qvel[3:6].copy(),
-            foot_contact=contact,
+            base_pos_w=self._base_pos.copy(),
+            base_quat_wxyz=self._base_quat.copy(),
+            base_lin_vel_w=base_vel,
+            base_lin_vel_b=self._base_xmat.reshape(3, 3).T @ base_vel,
+            base_ang_vel_b=self._base_ang_vel.copy(),
+            foot_contact=np.array([self._contacts[0][0] > 0, self._contacts[1][0] > 0]),
             band_held=self._band_held,
         )
-
-    def _noisy(self, values: np.ndarray, std: float) -> np.ndarray:
-        """A copy of ``values`` with white noise of ``std`` (no draw when ``std`` is 0)."""
-        return values + self._rng.normal(0.0, std, values.shape) if std > 0.0 else values.copy()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from asap_core import g1
-from asap_sim.motor import MotorCommand
+from asap_sim.motor import MotorCommand, MotorParams, pd_torque
 from asap_sim.profiles import load_profile, shipped_profiles
 from asap_sim.twin import Twin, TwinConfig, quat_to_rpy
 
@@ -133,6 +133,35 @@ def test_same_seed_same_commands_same_states() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     c = _noisy_rollout(99)
     assert not np.array_equal(a[-1], c[-1]), "the seed does not reach the sensor noise"
+
+
+def test_sensor_noise_lands_on_each_channel_with_its_own_std(tmp_path) -> None:
+    """One draw per state feeds four channels: each must get its profile's std (read without stepping,
+    the spread of the readings is the noise alone)."""
+    path = tmp_path / "noisy.yaml"
+    path.write_text("joint_pos_noise_std: 0.01\njoint_vel_noise_std: 0.2\ngyro_noise_std: 0.05\n"
+                    "accelerometer_noise_std: 0.5\n")
+    twin = Twin(load_profile(str(path)), TwinConfig(seed=3))
+    reads = [twin.read_state() for _ in range(3000)]
+    for field, std in (("q", 0.01), ("dq", 0.2), ("gyro_b", 0.05), ("acc_b", 0.5)):
+        spread = np.std([getattr(r, field) for r in reads], axis=0)
+        np.testing.assert_allclose(spread, std, rtol=0.1, err_msg=field)
+
+
+def test_a_new_command_drives_the_motors_from_the_next_step() -> None:
+    """The drive law is built once per command: a new command must replace it at once."""
+    twin = Twin(config=TwinConfig(lift=0.15))
+    q0 = g1.default_pose(g1.MOTOR_ORDER, "asap")
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "asap")
+    twin.set_command(MotorCommand.position(q0, kp, kd))
+    twin.step(10)
+    for offset in (0.1, -0.05):
+        q, dq = twin.data.qpos[twin.idx.qpos].copy(), twin.data.qvel[twin.idx.qvel].copy()
+        command = MotorCommand.position(q0 + offset, kp, kd)
+        twin.set_command(command)
+        twin.step(1)
+        expected = pd_torque(command, q, dq, MotorParams.from_profile(twin.profile))
+        np.testing.assert_allclose(twin.read_state().tau_est, expected, rtol=1e-12, atol=1e-9)
 
 
 def _step_response(profile_name: str) -> np.ndarray:

@@ -53,13 +53,23 @@ progress.jsonl (it grows with both tracking quality and survival)."""
 class TrackingRunner(OnPolicyRunner):
     """rsl_rl's runner that also checkpoints the env's curricula and reports to a progress bar + JSONL."""
 
-    def __init__(self, env: RslRlVecEnv, train_cfg: dict, log_dir: str | None, progress: bool = True) -> None:
-        """Create the runner; hook the logger so each iteration is summarized, not printed."""
+    def __init__(
+        self,
+        env: RslRlVecEnv,
+        train_cfg: dict,
+        log_dir: str | None,
+        progress: bool = True,
+        on_iteration: Callable[[TrackingRunner, int], None] | None = None,
+    ) -> None:
+        """Create the runner; hook the logger so each iteration is summarized, not printed.
+
+        ``on_iteration(runner, it)`` runs after iteration ``it``'s update (e.g. to score the policy)."""
         with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints both networks in full
             super().__init__(env, train_cfg, log_dir=log_dir, device="cpu")
         self.tracking_env: TrackingEnv = env.env
         self.history: list[dict] = []
         self._progress = progress
+        self._on_iteration = on_iteration
         self._bar: tqdm | None = None
         self._log = self.logger.log
         self.logger.log = self._log_iteration
@@ -134,6 +144,8 @@ class TrackingRunner(OnPolicyRunner):
                 track=f"{row['tracking_reward']:.3f}",
                 sps=f"{row['steps_per_s']:.0f}",
             )
+        if self._on_iteration is not None:
+            self._on_iteration(self, it)
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -168,17 +180,21 @@ def train(
     progress: bool = True,
     env: TrackingEnv | None = None,
     before_learn: Callable[[TrackingRunner], None] | None = None,
+    on_iteration: Callable[[TrackingRunner, int], None] | None = None,
 ) -> TrackingRunner:
     """Train until ``ppo_cfg.max_iterations`` (counting the iterations of a resumed run).
 
     ``env`` (built from ``env_cfg``) replaces the default tracking env, e.g. stage 2's delta env;
-    ``before_learn`` sees the runner before the first update of a fresh run (e.g. a warm start).
+    ``before_learn`` sees the runner before the first update of a fresh run (e.g. a warm start);
+    ``on_iteration(runner, it)`` after each update.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     write_params(run_dir, env_cfg, ppo_cfg)
     torch.manual_seed(env_cfg.seed)
     env = RslRlVecEnv(env or TrackingEnv(env_cfg))
-    runner = TrackingRunner(env, ppo_cfg.to_rsl_rl(), log_dir=str(run_dir), progress=progress)
+    runner = TrackingRunner(
+        env, ppo_cfg.to_rsl_rl(), log_dir=str(run_dir), progress=progress, on_iteration=on_iteration
+    )
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
         runner.load(str(checkpoint))

@@ -11,7 +11,7 @@ import numpy as np
 
 from asap_core import g1
 from asap_sim.model import FEET, G1Indices
-from asap_sim.motor import CommandDelay, MotorCommand, MotorParams, pd_torque
+from asap_sim.motor import CommandDelay, DriveLaw, MotorCommand, MotorParams
 from asap_training import quat
 from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
@@ -137,7 +137,7 @@ class MujocoCpuSimulator:
         self._chunk_params = [_rows(full, self.num_envs, sl) for sl in self._chunks]
 
     def step(self, command: MotorCommand, substeps: int) -> None:
-        """Envs go in small chunks: within a chunk the PD law (``asap_sim.motor.pd_torque``) is one
+        """Envs go in small chunks: within a chunk the PD law (``asap_sim.motor.DriveLaw``) is one
         batched call per physics step on the chunk's joint state, and the chunk's few MjData stay in
         cache across its substeps (stepping all N envs per substep evicts them: ~30 % slower)."""
         q, dq, act = self._qpos_sl, self._qvel_sl, self._ctrl_sl
@@ -147,9 +147,12 @@ class MujocoCpuSimulator:
             models = [self.models[v] for v in self.variant[sl]]
             cmd, params, delay = _rows(command, self.num_envs, sl), self._chunk_params[c], self._delays[c]
             cq, cdq = joint_q[sl], joint_dq[sl]  # views: filled in place below
+            law_of = None
             for _ in range(substeps):
                 applied = delay.push(cmd) if delay else cmd
-                tau = pd_torque(applied, cq, cdq, params)
+                if applied is not law_of:  # a delayed command changes once per control step, not per substep
+                    law, law_of = DriveLaw(applied, params), applied
+                tau = law.torque(cq, cdq)
                 for k, d in enumerate(datas):
                     ctrl, qpos, qvel = views[k]
                     ctrl[act] = tau[k]

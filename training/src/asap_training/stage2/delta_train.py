@@ -4,25 +4,38 @@
     asap-delta --dataset ds.npz --run-dir runs/delta_ankles --joints '.*_ankle_.*'   # 4-DoF ankle model
 
 Writes ``<run-dir>/delta.onnx`` (πΔ + metadata, see :mod:`asap_training.stage2.delta_model`), the PPO run
-(checkpoints, tensorboard, progress.jsonl) and ``<run-dir>/open_loop.json``: the open-loop replay errors of
-the dataset with and without πΔ.
+(checkpoints, tensorboard, progress.jsonl), ``<run-dir>/selection.json`` and ``<run-dir>/open_loop.json``:
+the open-loop replay errors of the dataset with and without πΔ.
+
+PPO starts from the warm start (:mod:`asap_training.stage2.warm_start`): the actor regressed onto
+one-step targets, its observation normalizer frozen, and ``critic_warmup`` iterations that train only the
+critic (an untrained critic's advantages are noise, and PPO steps on noise undo the regression). Then model
+selection: every ``--select-every`` iterations (and at the start) the deterministic πΔ is scored by its
+open-loop replay error at the training horizon on the dataset, and the best one is exported.
+
+Measured on one 4-episode dataset (1 s open-loop E_g-mpjpe; no πΔ: 121.6 mm): warm start 49.5 mm; 5 PPO
+iterations later 141.8 mm with the normalizer updating, 92.1 mm with it frozen, 49.5 -> 32.5 mm (10
+iterations) -> 32.2 mm (30) with it frozen and 5 critic-only iterations first.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from asap_core.artifact import sha256_of
 from asap_training.rl.config import PpoCfg
-from asap_training.rl.train import train
+from asap_training.rl.train import TrackingRunner, train
 from asap_training.stage2.dataset import RealDataset, load_dataset_for
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.stage2.delta_model import DeltaModelMeta, export_delta_model
+from asap_training.stage2.openloop import open_loop_errors
 from asap_training.stage2.warm_start import WarmStartCfg, fit_actor, one_step_targets
 
 
@@ -47,29 +60,93 @@ def train_delta(
     progress: bool = True,
     resume: bool = False,
     warm_start: WarmStartCfg | None = None,
+    select_every: int = 5,
+    critic_warmup: int = 5,
 ) -> tuple[Path, str]:
-    """Train πΔ in the delta env (continuing ``run_dir``'s latest checkpoint if ``resume``) and export it;
-    returns (``delta.onnx`` path, its sha256)."""
+    """Train πΔ in the delta env (continuing ``run_dir``'s latest checkpoint if ``resume``) and export the
+    πΔ with the lowest open-loop error among the start and every ``select_every``-th iteration (0: the
+    last one); returns (``delta.onnx`` path, its sha256). With a ``warm_start``, the first
+    ``critic_warmup`` iterations update only the critic."""
     delta = delta or DeltaCfg()
     ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
     env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=profile, seed=seed)
     env = DeltaEnv(env_cfg, dataset, delta)
+    meta = _meta(dataset, delta, env, profile)
+    path = run_dir / "delta.onnx"
+    selector = _Selector(dataset, delta, meta, profile, run_dir / "candidate.onnx") if select_every else None
     warm = None
     if warm_start is not None:
         obs, targets, before, after = one_step_targets(dataset, delta, warm_start, profile)
         warm = {"one_step_residual_before": before, "one_step_residual_after": after, "samples": len(obs)}
 
-        def before_learn(runner: object) -> None:
+    def before_learn(runner: TrackingRunner) -> None:
+        if warm is not None:
             warm["regression_mse"] = fit_actor(runner.alg.get_policy(), obs, targets, warm_start)
+            if critic_warmup:
+                runner.alg.actor.requires_grad_(False)
+        if selector is not None:
+            selector.score(runner, runner.current_learning_iteration)
 
-    else:
-        before_learn = None
+    def on_iteration(runner: TrackingRunner, it: int) -> None:
+        if warm is not None and it + 1 == critic_warmup:
+            runner.alg.actor.requires_grad_(True)
+        if selector is not None and ((it + 1) % select_every == 0 or it + 1 == iterations):
+            selector.score(runner, it + 1)
+
     runner = train(
-        env_cfg, ppo, run_dir, resume=resume, progress=progress, env=env, before_learn=before_learn
-    )
+        env_cfg, ppo, run_dir, resume=resume, progress=progress, env=env, before_learn=before_learn,
+        on_iteration=on_iteration,
+    )  # fmt: skip
     if warm is not None:
         (run_dir / "warm_start.json").write_text(json.dumps(warm, indent=2) + "\n")
-    meta = DeltaModelMeta(
+    if selector is None or not selector.scores:
+        return path, export_delta_model(runner.alg.get_policy().as_onnx(verbose=False), path, meta)
+    return path, selector.finish(path, run_dir / "selection.json")
+
+
+class _Selector:
+    """Scores the current πΔ by its open-loop replay error at the training horizon; keeps the best.
+    ``elapsed_s`` counts from its creation (before the warm start's targets), scoring included."""
+
+    def __init__(
+        self, dataset: RealDataset, delta: DeltaCfg, meta: DeltaModelMeta, profile: str, scratch: Path
+    ) -> None:
+        self.dataset, self.delta, self.meta = dataset, delta, meta
+        self.profile, self.scratch = profile, scratch
+        self.scores: dict[int, float] = {}
+        self.elapsed_s: dict[int, float] = {}
+        self._start = time.monotonic()
+        self.best: tuple[float, int, bytes] | None = None
+
+    def score(self, runner: TrackingRunner, iteration: int) -> None:
+        """Export the runner's deterministic πΔ and replay the dataset with it."""
+        export_delta_model(runner.alg.get_policy().as_onnx(verbose=False), self.scratch, self.meta)
+        errors = open_loop_errors(
+            self.dataset, profile=self.profile, delta_model=self.scratch, horizons_s=(self.delta.horizon_s,)
+        )
+        error = next(iter(errors.values()))["e_g_mpjpe_mm"]
+        self.scores[iteration] = error
+        self.elapsed_s[iteration] = time.monotonic() - self._start
+        if self.best is None or error < self.best[0]:
+            self.best = (error, iteration, self.scratch.read_bytes())
+
+    def finish(self, path: Path, report: Path) -> str:
+        """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256."""
+        error, iteration, data = self.best
+        path.write_bytes(data)
+        self.scratch.unlink(missing_ok=True)
+        report.write_text(json.dumps({
+            "metric": f"open-loop E_g-mpjpe (mm) at {self.delta.horizon_s:g} s on the dataset",
+            "scores": {str(k): v for k, v in self.scores.items()},
+            "elapsed_s": {str(k): v for k, v in self.elapsed_s.items()},
+            "chosen_iteration": iteration,
+            "chosen_error_mm": error,
+        }, indent=2) + "\n")  # fmt: skip
+        return sha256_of(data)
+
+
+def _meta(dataset: RealDataset, delta: DeltaCfg, env: DeltaEnv, profile: str) -> DeltaModelMeta:
+    return DeltaModelMeta(
         action_joints=dataset.action_joints,
         mask=tuple(env.delta_mask.tolist()),
         control_dt=dataset.control_dt,
@@ -80,15 +157,10 @@ def train_delta(
         dataset_sha256=dataset.sha256,
         profile=profile,
     )
-    path = run_dir / "delta.onnx"
-    sha = export_delta_model(runner.alg.get_policy().as_onnx(verbose=False), path, meta)
-    return path, sha
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Command-line entry point."""
-    from asap_training.stage2.openloop import open_loop_errors
-
     p = argparse.ArgumentParser(
         prog="asap-delta", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -99,6 +171,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--horizon", type=float, default=1.0, help="open-loop episode length, s (default 1.0)")
     p.add_argument("--joints", nargs="+", default=[".*"], help="regexes of the action joints Δa may change")
     p.add_argument("--profile", default="nominal", help="dynamics profile of the simulator being corrected")
+    p.add_argument(
+        "--select-every", type=int, default=5,
+        help="score πΔ by its open-loop error every N iterations and keep the best (0: keep the last)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-warm-start", action="store_true",
+        help="PPO from a zero-initialized πΔ (the paper's way; needs far more samples than 2 cores give)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -114,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         profile=args.profile,
         seed=args.seed,
         progress=not args.quiet,
+        select_every=args.select_every,
+        warm_start=None if args.no_warm_start else WarmStartCfg(),
     )
     report = {
         "delta_model": str(path),

@@ -243,6 +243,10 @@ def run(cfg: DemoCfg) -> Path:
         dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
         num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
     )  # fmt: skip
+    selection = json.loads((out / "delta" / "selection.json").read_text())
+    scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
+    print(f"πΔ kept from iteration {selection['chosen_iteration']} ({selection['metric']} by iteration: "
+          f"{scores})", flush=True)  # fmt: skip
     open_loop = {
         "Vanilla (no correction)": open_loop_errors(dataset),
         "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
@@ -348,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--bringup", help="bringup profile of the graph (default sim2sim_lockstep; sim2sim: realtime)"
     )
+    p.add_argument(
+        "--seed", type=int,
+        help="seeds the twin's noise, the excitation and training (default 0; a run is reproducible)",
+    )  # fmt: skip
     p.add_argument("--delta-iterations", type=int)
     p.add_argument("--finetune-iterations", type=int)
     p.add_argument(
@@ -361,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "out": args.out, "gap": args.gap, "episodes": args.episodes, "bringup": args.bringup,
             "eval_episodes": args.eval_episodes, "excitation": args.excitation,
             "delta_iterations": args.delta_iterations, "finetune_iterations": args.finetune_iterations,
-            "baselines": tuple(args.baselines),
+            "baselines": tuple(args.baselines), "seed": args.seed,
         }.items()
         if v is not None
     }  # fmt: skip
