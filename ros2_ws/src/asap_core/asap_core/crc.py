@@ -7,7 +7,8 @@ LowState. Padding must be zero: a reused struct with stale padding is silently i
 robot (fan-ziqi/rl_sar#147), so every pack starts from a fresh zeroed buffer.
 
 Fast path: the non-reflected CRC of a byte stream equals the bit-reversed reflected CRC
-(``zlib.crc32``) of the bit-reversed bytes, so the 250 (LowCmd) or 522 (LowState) words cost a few microseconds.
+(``zlib.crc32``) of the bit-reversed bytes, so the 250 (LowCmd) or 522 (LowState) words cost a few
+microseconds.
 """
 
 from __future__ import annotations
