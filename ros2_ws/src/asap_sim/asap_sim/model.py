@@ -182,6 +182,14 @@ class G1Indices:
         )
 
 
+def as_slice(index: np.ndarray) -> slice | np.ndarray:
+    """A contiguous ascending index array as a slice (indexing with it gives a view, not a copy);
+    otherwise the array unchanged. G1 joints, dofs and motors are contiguous in motor order."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0] + index.size))
+    return index
+
+
 def standing_base_height(model: mujoco.MjModel, q: np.ndarray, clearance: float = 0.0) -> float:
     """Pelvis height at which the lowest foot geom of pose ``q`` is ``clearance`` above the floor."""
     idx = G1Indices.from_model(model)

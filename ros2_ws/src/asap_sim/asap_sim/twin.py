@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 
 from asap_core import g1
-from asap_sim.model import TWIN_TIMESTEP, G1Indices, build_model, standing_base_height
+from asap_sim.model import TWIN_TIMESTEP, G1Indices, as_slice, build_model, standing_base_height
 from asap_sim.motor import CommandDelay, DriveLaw, MotorCommand, MotorParams, latency_steps
 from asap_sim.profiles import DynamicsProfile, nominal_profile
 
@@ -94,13 +94,6 @@ def quat_to_rpy(quat_wxyz: np.ndarray) -> np.ndarray:
     ])
 
 
-def _as_slice(indices: np.ndarray) -> slice | np.ndarray:
-    """A contiguous index run as a slice (a view, no copy); otherwise the indices."""
-    first = int(indices[0])
-    contiguous = np.array_equal(indices, np.arange(first, first + len(indices)))
-    return slice(first, first + len(indices)) if contiguous else indices
-
-
 class Twin:
     """A G1 in MuJoCo driven like the real robot. Not thread-safe: one owner steps and reads it."""
 
@@ -132,7 +125,7 @@ class Twin:
         d, idx = self.data, self.idx
         spans = {}
         for name, addresses in (("q", idx.qpos), ("dq", idx.qvel), ("ctrl", idx.actuator)):
-            span = _as_slice(addresses)
+            span = as_slice(addresses)
             if not isinstance(span, slice):
                 raise ValueError(
                     f"G1 model joints not contiguous in motor order ({name}); build it with "

@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 
 from asap_core import g1
-from asap_sim.model import FEET, G1Indices
+from asap_sim.model import FEET, G1Indices, as_slice
 from asap_sim.motor import CommandDelay, DriveLaw, MotorCommand, MotorParams
 from asap_training import quat
 from asap_training.robot import RIGID_BODIES
@@ -28,13 +28,6 @@ def _rows(obj: _Cmd, num_envs: int, sl: slice | None = None) -> _Cmd:
         # batched commands are already (N, 29): slicing is cheap, broadcast_to is not
         fields[f.name] = (value if np.shape(value) == shape else np.broadcast_to(value, shape))[rows]
     return type(obj)(**fields)
-
-
-def _as_slice(index: np.ndarray) -> slice | np.ndarray:
-    """A contiguous ascending index array as a slice (else unchanged)."""
-    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
-        return slice(int(index[0]), int(index[0] + index.size))
-    return index
 
 
 class MujocoCpuSimulator:
@@ -70,7 +63,7 @@ class MujocoCpuSimulator:
         self.motor_params = motor_params
         # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
         self._qpos_sl, self._qvel_sl, self._ctrl_sl = (
-            _as_slice(a) for a in (self.idx.qpos, self.idx.qvel, self.idx.actuator)
+            as_slice(a) for a in (self.idx.qpos, self.idx.qvel, self.idx.actuator)
         )
         d0 = self.datas[0]
         self._raw = {
