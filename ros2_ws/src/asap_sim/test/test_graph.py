@@ -208,10 +208,10 @@ def _raw_mj_steps_per_s(seconds: float = 1.5) -> float:
 
 
 # Issue 3's acceptance line, met only while this shared 2-core machine runs fast: the node steps at
-# 0.28-0.32 of raw mj_step (was 0.25-0.27 before the twin bound its MjData views and built one drive law
-# per command), so 10x real time needs raw mj_step >= ~16-18k steps/s. Measured here: 10.7-13.1x at raw
-# 18-21k, 8.9x at raw 15.7k (py-spy: mj_step ~41 %, LowState encode + CRC ~21 %, read_state ~15 %, two
-# DDS publishes per state ~13 %). Kept running and reported (XFAIL/XPASS) rather than hidden or weakened.
+# 0.26-0.31 of raw mj_step (0.24-0.25 before the twin bound its MjData views and built one drive law per
+# command; A/B builds alternated in one sitting), so 10x real time needs raw mj_step >= ~16-19k steps/s.
+# Measured here: 9.2-13.1x at raw 16-21k, 8.9x at 15.7k (py-spy: mj_step ~41 %, LowState encode + CRC
+# ~21 %, read_state ~15 %, two DDS publishes per state ~13 %). Kept running and reported (XFAIL/XPASS).
 @pytest.mark.xfail(reason="issue 3 open: lock-step reaches 9-13x real time here, target 10x", strict=False)
 def test_lockstep_runs_10x_faster_than_real_time_held_by_the_band() -> None:
     """Nobody listens to /lowstate (no policy); speed from the node's own /diagnostics."""
