@@ -114,16 +114,21 @@ def test_dropped_records_are_counted(tmp_path: Path) -> None:
 
 
 def _write(
-    path: Path, times: list[int], payload: bytes | None = None, ticks: list[int] | None = None
+    path: Path,
+    times: list[int],
+    payload: bytes | None = None,
+    ticks: list[int] | None = None,
+    sent: list[int] | None = None,
 ) -> None:
-    """LowStates with ``ticks`` (default 0, 1, ...) received at ``times`` (or ``payload`` for every
-    message)."""
+    """LowStates with ``ticks`` (default 0, 1, ...) received at ``times`` and sent at ``sent``
+    (default: the receive times, as recorders without send stamps write), or ``payload`` for every
+    message."""
     writer = BagWriter(path, BagCfg(fsync=False))
     cid = writer.add_topic(TopicInfo("/lowstate", load_definition("unitree_hg/msg/LowState")))
     image = np.zeros((), dtype=LOWSTATE.dtype)
-    for tick, t in zip(ticks or range(len(times)), times, strict=True):
+    for tick, t, t_sent in zip(ticks or range(len(times)), times, sent or times, strict=True):
         image["tick"] = tick
-        writer.write(cid, t, t, payload if payload is not None else LOWSTATE.to_cdr(image))
+        writer.write(cid, t, t_sent, payload if payload is not None else LOWSTATE.to_cdr(image))
     writer.close()
 
 
@@ -137,6 +142,26 @@ def test_gaps_and_clock_jumps(tmp_path: Path) -> None:
     # a few ms of middleware reordering (seen on loaded hosts) is not a clock jump
     _write(tmp_path / "reorder", [T0, T0 + 20_000_000, T0 + 4_000_000, T0 + 22_000_000])
     open_episode(tmp_path / "reorder").validate(["/lowstate"])
+
+
+def test_a_sample_stamped_late_by_a_reliable_repair_is_no_jump_but_a_clock_step_is(tmp_path: Path) -> None:
+    """500 Hz states sent every 2 ms; tick 100 is lost and repaired 140 ms later, handed over
+    first (in tick order) with its late receive stamp, as FastDDS did on a loaded host."""
+    sent = [T0 + 2_000_000 * k for k in range(400)]
+    received = [t + 100_000 for t in sent]
+    received[100] += 140_000_000
+    _write(tmp_path / "repair", received, sent=sent)
+    ep = open_episode(tmp_path / "repair")
+    ep.validate(["/lowstate"])  # neither a gap (others kept arriving) nor a clock jump
+    grid = np.array([sent[120] + 1_000_000])  # between ticks 120 and 121, before the late stamp
+    data = ep.aligned(rate_hz=500.0, validate=False)
+    row = int(np.searchsorted(data.t, (grid[0] - ep.start_ns) * 1e-9))
+    assert data.lowstate.tick[row] in (120, 121)  # not the stale tick 99 a running maximum would hold
+    # the recorder's clock steps back 300 ms at message 250 (an NTP step); the sender's does not
+    stepped = [t - (300_000_000 if k >= 250 else 0) for k, t in enumerate(received)]
+    _write(tmp_path / "step", stepped, sent=sent)
+    with pytest.raises(ClockJumpError, match=r"receive time goes back by 30\d.\d ms at message #250"):
+        open_episode(tmp_path / "step").validate(["/lowstate"])
 
 
 def test_a_resent_state_is_read_once_and_a_restart_is_a_jump(tmp_path: Path) -> None:

@@ -422,8 +422,8 @@ class Episode:
         """Raise on the first problem: a required topic missing, a receive-time gap longer than
         ``max_gap_s`` or going backwards, LowState/PolicyRecord ticks skipping or restarting."""
         for topic in require:
-            t_ns = self.raw(topic).t_ns
-            _check_times(topic, t_ns, max_gap_s)
+            raw = self.raw(topic)
+            _check_times(topic, raw.t_ns, raw.publish_ns, max_gap_s)
         if self.names.record in require:
             _check_sequence(self.names.record, "tick", self.policy().tick.astype(np.int64), expected_step=1)
         if self.names.lowstate in require:
@@ -475,8 +475,11 @@ def _stamp(f: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _hold(t_ns: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Index of the latest message at or before each grid instant (-1 before the first)."""
-    return np.searchsorted(np.maximum.accumulate(t_ns), grid, side="right") - 1  # tolerate reordering
+    """Index of the latest message at or before each grid instant (-1 before the first).
+
+    A message stamped after one that follows it was stamped late (see :data:`MAX_RECEIVE_REORDER_S`):
+    it takes its follower's time, the lower envelope, so a late stamp cannot hold a stale message."""
+    return np.searchsorted(np.minimum.accumulate(t_ns[::-1])[::-1], grid, side="right") - 1
 
 
 def match_ticks(ticks: np.ndarray, wanted: np.ndarray, fallback: np.ndarray | None = None) -> np.ndarray:
@@ -490,22 +493,46 @@ def match_ticks(ticks: np.ndarray, wanted: np.ndarray, fallback: np.ndarray | No
 
 
 MAX_RECEIVE_REORDER_S = 0.05
-"""Receive times that step back by less than this are middleware reordering, not a clock jump.
+"""How far receive times may step back before the step is looked at as a clock jump (s).
 
-The log time is DDS's reception timestamp; on a loaded host FastDDS can stamp a later sample a
-few ms before an earlier one (seen: 16 ms at load 10 on 2 cores). Message order is checked by the
-ticks; a real clock jump (an NTP step, a restarted sim clock) is far larger."""
+The log time is DDS's reception stamp, and it is not monotonic: reliable delivery stamps a lost sample
+when its repair lands and hands it over before the newer samples that waited for it (seen: four
+/lowstate samples stamped ~140 ms late on a loaded 2-core host). Order is the ticks' job. The
+recorder's clock jumped (an NTP step) only where receive times step back *and* the delay receive -
+send drops for good there: its median over :data:`JUMP_WINDOW` messages after the step is lower than
+before it (a few late-stamped samples cannot move a median; a backlog draining lowers the delay but
+never steps receive times back). Without send stamps (publish time = log time, as some recorders
+write) every step back beyond this is a jump."""
+JUMP_WINDOW = 25
+"""Messages on each side of a step back whose median receive - send delays are compared."""
 
 
-def _check_times(topic: str, t_ns: np.ndarray, max_gap_s: float | None) -> None:
-    dt = np.diff(t_ns) * 1e-9
-    back = np.flatnonzero(dt < -MAX_RECEIVE_REORDER_S)
-    if back.size:
-        i = int(back[0]) + 1
-        raise ClockJumpError(topic, i, f"receive time goes back by {-dt[i - 1] * 1e3:.1f} ms")
+def _check_times(topic: str, t_ns: np.ndarray, publish_ns: np.ndarray, max_gap_s: float | None) -> None:
+    jump = _receive_clock_step_back(t_ns, publish_ns)
+    if jump is not None:
+        i, back_s = jump
+        raise ClockJumpError(topic, i, f"receive time goes back by {back_s * 1e3:.1f} ms")
+    received = np.sort(t_ns)  # a late-stamped sample is no gap: the others kept arriving
+    dt = np.diff(received) * 1e-9
     if max_gap_s is not None and dt.size and dt.max() > max_gap_s:
         i = int(np.argmax(dt))
-        raise GapError(topic, float((t_ns[i] - t_ns[0]) * 1e-9), float(dt[i]), max_gap_s)
+        raise GapError(topic, float((received[i] - received[0]) * 1e-9), float(dt[i]), max_gap_s)
+
+
+def _receive_clock_step_back(t_ns: np.ndarray, publish_ns: np.ndarray) -> tuple[int, float] | None:
+    """(message index, seconds) of the first step back of the recorder's clock, None if none."""
+    back = np.diff(t_ns) * -1e-9
+    steps = np.flatnonzero(back > MAX_RECEIVE_REORDER_S) + 1
+    if not steps.size:
+        return None
+    if np.array_equal(t_ns, publish_ns) or not publish_ns.any():  # no send stamps to compare with
+        return int(steps[0]), float(back[steps[0] - 1])
+    delay = (t_ns - publish_ns) * 1e-9
+    for i in steps:
+        drop = np.median(delay[max(0, i - JUMP_WINDOW) : i]) - np.median(delay[i : i + JUMP_WINDOW])
+        if drop > MAX_RECEIVE_REORDER_S:
+            return int(i), float(drop)
+    return None
 
 
 def _check_sequence(topic: str, name: str, seq: np.ndarray, expected_step: int | None) -> None:
