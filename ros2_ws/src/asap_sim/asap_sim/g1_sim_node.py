@@ -151,12 +151,15 @@ class G1SimNode(Node):
         self._command = MotorCommand.off()
         self._remote = remote.encode()
         self._band_request: bool | None = None
+        self._last_lowcmd = b""  # the newest accepted LowCmd, as received
+        self._release_on_new_command: bytes | None = None  # armed: the LowCmd the band waits to change
         self._cmd_arrived = threading.Event()
         self._stop = threading.Event()
         self._twin_lock = threading.Lock()  # the loop's read/step vs a /sim/reset from the executor
         self.counters = dict.fromkeys(("lowcmd_accepted", "lowcmd_crc_errors", "lowcmd_mode_machine_mismatch",
                                        "states_published", "deadline_overruns", "sync_resends", "resets"), 0)
         self._physics_steps = 0
+        self._band_released_s: float | None = None  # sim time of the latest release
         self._watched = (False, False)
         self._lateness_s: list[float] = []
         self._make_interfaces()
@@ -179,6 +182,7 @@ class G1SimNode(Node):
         self._lowcmd_sub = self.create_subscription(LowCmd, "/lowcmd", self._on_lowcmd, _reliable(), raw=True)
         self.create_subscription(WirelessRemote, "/sim/wireless_remote", self._on_remote, _reliable())
         self.create_service(Trigger, "/sim/release_band", self._on_release_band)
+        self.create_service(Trigger, "/sim/release_band_on_new_command", self._on_arm_release)
         self.create_service(Trigger, "/sim/hold_band", self._on_hold_band)
         self.create_service(Trigger, "/sim/reset", self._on_reset)
         self.create_timer(1.0, self._publish_diagnostics)
@@ -198,7 +202,14 @@ class G1SimNode(Node):
                                    throttle_duration_sec=1.0)
         else:
             self.counters["lowcmd_accepted"] += 1
-            self._command = cmd
+            armed = self._release_on_new_command
+            if armed is not None and data != armed:
+                with self._twin_lock:  # the loop applies the release and this command in one advance
+                    self._release_on_new_command, self._band_request = None, False
+                    self._command = cmd
+            else:
+                self._command = cmd
+            self._last_lowcmd = data
             self._cmd_arrived.set()
 
     def _on_remote(self, msg: WirelessRemote) -> None:
@@ -209,7 +220,16 @@ class G1SimNode(Node):
         res.success, res.message = True, "band released at the next state"
         return res
 
+    def _on_arm_release(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        """Let go with the first LowCmd that differs from the newest one, in the state it starts
+        acting: a policy started now runs its first tick free, whatever the wall-clock delays."""
+        self._release_on_new_command = self._last_lowcmd
+        res.success = True
+        res.message = "band released with the first LowCmd that differs from the current one"
+        return res
+
     def _on_hold_band(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self._release_on_new_command = None
         self._band_request = True
         res.success, res.message = True, "band catches the pelvis where it is at the next state"
         return res
@@ -217,7 +237,7 @@ class G1SimNode(Node):
     def _on_reset(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         """Back to the initial pose at rest, held by the band; time runs on (ticks never go back)."""
         with self._twin_lock:
-            self._band_request = None
+            self._band_request = self._release_on_new_command = None
             self.twin.reset(keep_time=True, band_held=True)
             self.counters["resets"] += 1
             t = self.twin.time_s
@@ -229,8 +249,10 @@ class G1SimNode(Node):
 
     def _publish_diagnostics(self) -> None:
         lateness = np.array(self._lateness_s[-2000:]) * 1e3
+        released = self._band_released_s
         values = {**self.counters, "physics_steps": self._physics_steps,
                   "sim_time_s": f"{self.twin.time_s:.3f}", "band_held": self.twin.band_held,
+                  "band_released_s": "" if released is None else f"{released:.3f}",
                   "profile": self.twin.profile.name, "clock_mode": self.cfg.clock_mode}
         if lateness.size:
             values |= {"publish_lateness_ms_p50": f"{np.percentile(lateness, 50):.3f}",
@@ -294,7 +316,11 @@ class G1SimNode(Node):
         with self._twin_lock:
             if self._band_request is not None:
                 held, self._band_request = self._band_request, None
-                self.twin.hold_band() if held else self.twin.release_band()
+                if held:
+                    self.twin.hold_band()
+                else:
+                    self.twin.release_band()
+                    self._band_released_s = self.twin.time_s
             self.twin.set_command(self._command)
             self.twin.step(self.cfg.steps_per_state)
         self._physics_steps += self.cfg.steps_per_state

@@ -295,6 +295,40 @@ def test_bad_crc_or_wrong_mode_machine_changes_nothing(sims) -> None:
     assert np.abs(body_q(sim.last_state()) - held).max() > 0.2
 
 
+def test_an_armed_band_lets_go_in_the_step_the_first_new_command_acts(sims) -> None:
+    """Armed under a constant command (a policy node in HOLD), the band stays on while that command
+    repeats and lets go in the same advance as the first different one (a policy's first tick)."""
+    q0 = g1.default_pose(g1.MOTOR_ORDER, "asap")
+    hold, moving = lowcmd(q0, "asap"), lowcmd(q0 + 0.05, "asap")
+    plan: dict[str, int | None] = {"switch_after": None, "first_moving": None}
+
+    def respond(state: LowState) -> LowCmd | None:
+        if state.tick % 20:
+            return None
+        if plan["switch_after"] is None or state.tick < plan["switch_after"]:
+            return hold
+        if plan["first_moving"] is None:
+            plan["first_moving"] = state.tick
+        return moving
+
+    sim = sims(respond, clock_mode="lockstep", wait_for_cmd=True, sync_every=10)
+    arm = sim.node.create_client(Trigger, "/sim/release_band_on_new_command")
+    sim.wait_until(lambda: sim.sim_time_s() >= 0.2, 30.0, "10 syncs under the hold command")
+    assert arm.wait_for_service(timeout_sec=10.0)
+    future = arm.call_async(Trigger.Request())
+    sim.wait_until(future.done, 10.0, "/sim/release_band_on_new_command")
+    assert future.result().success
+    plan["switch_after"] = round(sim.sim_time_s() * 1000) + 400  # 20 more syncs of the same command
+    def released() -> bool:
+        first = plan["first_moving"]
+        return first is not None and sim.sim_time_s() >= first / 1000 + 0.1 and bool(sim.diagnostics.get(
+            "band_released_s"))
+
+    sim.wait_until(released, 60.0, "the first new command and the release")
+    assert float(sim.diagnostics["band_released_s"]) == pytest.approx(plan["first_moving"] / 1000, abs=1e-6)
+    assert sim.diagnostics["band_held"] == "False"
+
+
 @pytest.mark.parametrize("clock_mode", ["realtime", "lockstep"])
 def test_released_robot_stands_10_s(sims, clock_mode: str) -> None:
     """BeyondMimic's standby (its pose, stiff hold gains), released from the band, stands 10 s.

@@ -55,7 +55,7 @@ class GraphNames:
     load_policy: str = "/policy/load_policy"
     policy_status: str = "/policy/status"
     twin_reset: str = "/sim/reset"
-    release_band: str = "/sim/release_band"
+    release_band_on_new_command: str = "/sim/release_band_on_new_command"
     hold_band: str = "/sim/hold_band"
     recorder_start: str = "/recorder/start_episode"
     episode_events: str = "/recorder/episode_events"
@@ -213,7 +213,12 @@ class GraphClient:
             names.load_policy: self._node.create_client(LoadPolicy, names.load_policy),
             **{
                 n: self._node.create_client(Trigger, n)
-                for n in (names.twin_reset, names.release_band, names.hold_band, names.recorder_start)
+                for n in (
+                    names.twin_reset,
+                    names.release_band_on_new_command,
+                    names.hold_band,
+                    names.recorder_start,
+                )
             },
         }
         self._executor = SingleThreadedExecutor(context=self._context)
@@ -292,7 +297,7 @@ class GraphClient:
             names.set_mode: "policy_node",
             names.load_policy: "policy_node",
             names.twin_reset: "twin g1_sim",
-            names.release_band: "twin g1_sim",
+            names.release_band_on_new_command: "twin g1_sim",
             names.hold_band: "twin g1_sim",
             names.recorder_start: "recorder",
         }
@@ -376,9 +381,9 @@ class GraphClient:
         """Twin back to its initial pose at rest, held by the band (sim time runs on)."""
         return self._trigger(self.cfg.names.twin_reset)
 
-    def release_band(self) -> str:
-        """Let the twin's pelvis go (applied at the twin's next state)."""
-        return self._trigger(self.cfg.names.release_band)
+    def release_band_on_new_command(self) -> str:
+        """Arm the twin's band to let go with the first LowCmd that differs from the current one."""
+        return self._trigger(self.cfg.names.release_band_on_new_command)
 
     def hold_band(self) -> str:
         """Catch the twin's pelvis where it is and turn it upright."""
@@ -403,16 +408,18 @@ class GraphClient:
         with self._cv:
             known = {e.episode_id for e in self._events}
             seen = self._status_count
+        if release_band:
+            # with the policy's first command, as a gantry is lowered under a running policy: HOLD
+            # cannot balance the free robot, and each tick it stood in HOLD first was a tick of falling
+            # the policy inherited (measured on the twin core, tired_ankles: released 2 ticks before
+            # POLICY, the shipped policy fell at 1.6 s; with its first tick, at 2.9 s, as from a free
+            # start). Armed in the twin, not called after POLICY: a call after POLICY's reply let the
+            # policy run 1-2 ticks on the band, more the busier the machine (in every loaded episode)
+            self.release_band_on_new_command()
         reply = self.set_mode(Mode.POLICY, "episode start")
         if not reply.accepted:
             self._safe_stop(release_band)
             raise GraphError(f"policy_node refused POLICY in {reply.mode.name}: {reply.message}")
-        if release_band:
-            # after POLICY, as a gantry is lowered under a running policy: HOLD cannot balance the
-            # free robot, and each tick it stood in HOLD first was a tick of falling the policy
-            # inherited (measured on the twin core, tired_ankles: released 2 ticks before POLICY, the
-            # shipped policy fell at 1.6 s; released with its first tick, at 2.9 s, as from a free start)
-            self.release_band()
         t0 = time.monotonic()
         self._report("policy", "POLICY started")
         started = self._wait_event(lambda e: e.event == e.STARTED and e.episode_id not in known)
