@@ -268,9 +268,17 @@ class PolicyNode(Node):
         return response
 
     def _submit(self, pending: _Pending) -> _Pending:
+        """Hand a request to the control thread and wait for the tick that applies it; without a tick
+        in time the request is withdrawn, so a refusal never takes effect later (a paused clock)."""
         with self._lock:
             self._pending.append(pending)
-        pending.done.wait(timeout=max(1.0, 10 * self.dt))
+        if not pending.done.wait(timeout=max(1.0, 10 * self.dt)):
+            with self._lock:
+                withdrawn = pending in self._pending
+                if withdrawn:
+                    self._pending.remove(pending)
+            if not withdrawn:  # a tick took it just now: its answer is moments away
+                pending.done.wait(timeout=max(1.0, 10 * self.dt))
         return pending
 
     def _current_state(self) -> RobotState:
