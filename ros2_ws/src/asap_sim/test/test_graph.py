@@ -123,18 +123,19 @@ class SimUnderTest:
     def sim_time_s(self) -> float:
         return self.last_state().tick / 1000.0 if self.raw_states else 0.0
 
+    def call(self, client) -> str:
+        """Call a Trigger service of the sim, assert it succeeded, return its message."""
+        assert client.wait_for_service(timeout_sec=10.0), f"{client.srv_name} not available"
+        future = client.call_async(Trigger.Request())
+        self.wait_until(future.done, 10.0, client.srv_name)
+        assert future.result().success, future.result().message
+        return future.result().message
+
     def call_release_band(self) -> None:
-        assert self.release_band.wait_for_service(timeout_sec=10.0)
-        future = self.release_band.call_async(Trigger.Request())
-        self.wait_until(future.done, 10.0, "/sim/release_band")
-        assert future.result().success
+        self.call(self.release_band)
 
     def call_reset(self) -> str:
-        assert self.reset.wait_for_service(timeout_sec=10.0)
-        future = self.reset.call_async(Trigger.Request())
-        self.wait_until(future.done, 10.0, "/sim/reset")
-        assert future.result().success
-        return future.result().message
+        return self.call(self.reset)
 
     def close(self) -> str:
         self.executor.shutdown()
@@ -314,11 +315,9 @@ def test_an_armed_band_lets_go_in_the_step_the_first_new_command_acts(sims) -> N
     sim = sims(respond, clock_mode="lockstep", wait_for_cmd=True, sync_every=10)
     arm = sim.node.create_client(Trigger, "/sim/release_band_on_new_command")
     sim.wait_until(lambda: sim.sim_time_s() >= 0.2, 30.0, "10 syncs under the hold command")
-    assert arm.wait_for_service(timeout_sec=10.0)
-    future = arm.call_async(Trigger.Request())
-    sim.wait_until(future.done, 10.0, "/sim/release_band_on_new_command")
-    assert future.result().success
+    sim.call(arm)
     plan["switch_after"] = round(sim.sim_time_s() * 1000) + 400  # 20 more syncs of the same command
+
     def released() -> bool:
         first = plan["first_moving"]
         return first is not None and sim.sim_time_s() >= first / 1000 + 0.1 and bool(sim.diagnostics.get(
