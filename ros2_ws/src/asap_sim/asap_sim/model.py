@@ -4,8 +4,11 @@
 ``ASAP_G1_MJCF`` overrides the path) and adds, through ``mujoco.MjSpec``:
 
 - a floor plane named ``floor`` whose friction wins every contact (``priority``);
-- one ``motor`` actuator per joint, in ``g1.MOTOR_ORDER``, gear 1: ``data.ctrl`` is joint torque
-  (N m), computed by :func:`asap_sim.motor.pd_torque`, which also clips it;
+- the G1 drive law in the engine (:func:`_add_drives`): per joint three affine actuators whose forces
+  sum to ``kp*(q* - q) + kd*(dq* - dq) + tau_ff``, clamped per joint to the effort limit and scaled by
+  the profile's ``torque_scale``; ``data.ctrl`` is :func:`asap_sim.motor.drive_ctrl` of a command, so
+  the PD runs in C at every physics step (the twin, every training backend and MuJoCo Warp alike);
+- the semi-implicit Euler integrator (:data:`INTEGRATOR`);
 - sensors at the pelvis IMU site (:data:`IMU_SITE`): orientation quaternion (w, x, y, z, world),
   gyroscope and accelerometer (site frame); per foot a contact sensor against the floor
   (found flag + net force, world frame);
@@ -39,6 +42,13 @@ SENSORS = ("imu_quat", "imu_gyro", "imu_acc", "left_foot_contact", "right_foot_c
 """Sensor names this builder adds (the MJCF's own sensors are removed)."""
 TWIN_TIMESTEP = 0.002
 """Physics step of the twin (500 Hz); training uses 0.005 (200 Hz)."""
+INTEGRATOR = mujoco.mjtIntegrator.mjINT_EULER
+"""Semi-implicit Euler: joint damping implicit, the drives' kd explicit, as a motor driver computes its PD
+from the measured state. ``implicitfast`` would also integrate the actuators' kd implicitly: another,
+stiffer-looking drive (a falling G1 1 s later 0.15 m elsewhere), at ~1.8x the cost per step."""
+DRIVE_TERMS = ("bias", "kp", "kd")
+"""The drive actuators of every joint, in ctrl order: ``ctrl = [bias (29) | kp (29) | kd (29)]`` with
+``bias = kp*q* + kd*dq* + tau_ff`` (motor order). The ``bias`` actuators carry the joints' own names."""
 
 
 class ModelError(RuntimeError):
@@ -67,9 +77,9 @@ def build_model(profile: DynamicsProfile | None = None, *, timestep: float = TWI
     if not visual_meshes:
         _drop_meshes(spec)
     spec.option.timestep = timestep
-    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.integrator = INTEGRATOR
     _add_floor(spec, profile.ground_friction)
-    _add_motors(spec)
+    _add_drives(spec, profile.torque_scale)
     _add_sensors(spec)
     _apply_joint_dynamics(spec, profile)
     _apply_masses(spec, profile)
@@ -99,10 +109,23 @@ def _add_floor(spec: mujoco.MjSpec, friction: float) -> None:
                             friction=[friction, 0.005, 0.0001], priority=1, condim=3)
 
 
-def _add_motors(spec: mujoco.MjSpec) -> None:
-    for name in g1.MOTOR_ORDER:
-        spec.add_actuator(name=name, target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT,
-                          gainprm=[1.0] + [0.0] * 9, biasprm=[0.0] * 10)
+def _add_drives(spec: mujoco.MjSpec, torque_scale: np.ndarray) -> None:
+    """``tau = s * clip(bias - kp*q - kd*dq, -limit, limit)`` per joint, with the command's terms in ctrl.
+
+    Affine gains make each actuator's force ``gain(q, dq) * ctrl``: ``s*ctrl`` (bias), ``-s*q*ctrl`` (kp),
+    ``-s*dq*ctrl`` (kd). The joint's ``actuatorfrcrange`` clamps their sum at ``s * limit``, and
+    ``s * clip(x, L) = clip(s*x, s*L)`` for ``s >= 0``. Gains stay in ctrl, not in the model, so one model
+    serves commands and environments with different kp/kd (the twin's ramps, domain randomization)."""
+    limits = torque_scale * g1.joint_array("effort_limit", g1.MOTOR_ORDER)
+    for name, limit in zip(g1.MOTOR_ORDER, limits, strict=True):
+        joint = spec.joint(name)
+        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        joint.actfrcrange = [-limit, limit]
+    for term, gain in zip(DRIVE_TERMS, ([1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]), strict=True):
+        for name, s in zip(g1.MOTOR_ORDER, torque_scale, strict=True):
+            spec.add_actuator(name=name if term == "bias" else f"{name}:{term}", target=name,
+                              trntype=mujoco.mjtTrn.mjTRN_JOINT, gaintype=mujoco.mjtGain.mjGAIN_AFFINE,
+                              gainprm=[s * g for g in gain] + [0.0] * 7, biasprm=[0.0] * 10)
 
 
 def _add_sensors(spec: mujoco.MjSpec) -> None:
@@ -159,7 +182,9 @@ class G1Indices:
     qvel: np.ndarray
     """qvel/qacc address of each joint."""
     actuator: np.ndarray
-    """ctrl index of each joint's motor."""
+    """ctrl index of each joint's ``bias`` drive actuator (the ``kp`` and ``kd`` ones follow at +29, +58)."""
+    drive_ctrl: slice
+    """``ctrl`` span of the drive actuators: ``[bias | kp | kd]`` as :func:`asap_sim.motor.drive_ctrl`."""
     base_body: int
     sensor: dict[str, slice]
     """``sensordata`` slice of each name in :data:`SENSORS`."""
@@ -169,14 +194,23 @@ class G1Indices:
         """Resolve the indices (raises :class:`ModelError` if the model was not built here)."""
         try:
             joints = [model.joint(n) for n in g1.MOTOR_ORDER]
-            actuators = [model.actuator(n).id for n in g1.MOTOR_ORDER]
+            drives = [
+                model.actuator(n if term == "bias" else f"{n}:{term}").id
+                for term in DRIVE_TERMS
+                for n in g1.MOTOR_ORDER
+            ]
             sensors = {n: model.sensor(n) for n in SENSORS}
         except KeyError as err:
             raise ModelError(f"{err}: build the model with asap_sim.model.build_model") from None
+        drive_ctrl = as_slice(np.array(drives))
+        if not isinstance(drive_ctrl, slice):
+            raise ModelError("the drive actuators are not contiguous [bias | kp | kd] in motor order: build "
+                             "the model with asap_sim.model.build_model")
         return cls(
             qpos=np.array([int(j.qposadr[0]) for j in joints]),
             qvel=np.array([int(j.dofadr[0]) for j in joints]),
-            actuator=np.array(actuators),
+            actuator=np.array(drives[: g1.NUM_MOTORS]),
+            drive_ctrl=drive_ctrl,
             base_body=model.body(BASE_BODY).id,
             sensor={n: slice(int(s.adr[0]), int(s.adr[0] + s.dim[0])) for n, s in sensors.items()},
         )

@@ -1,20 +1,22 @@
-"""The G1 joint drive as pure numpy, batched: what each motor does with its latest LowCmd slot.
+"""The G1 joint drive: what each motor does with its latest LowCmd slot.
 
 Per motor and physics step, as the real drive (and unitree_mujoco) computes it::
 
     tau = torque_scale * clip(kp_scale*kp*(q_cmd - q) + kd_scale*kd*(dq_cmd - dq) + tau_ff,
                               -effort_limit, effort_limit)
 
-and ``tau = 0`` where ``mode == 0`` (motor off). Arrays have shape ``(..., 29)`` in
-``g1.MOTOR_ORDER``: one robot is ``(29,)``, a batch of N environments ``(N, 29)``; the parameters
-broadcast, so they may be per joint ``(29,)`` or per environment ``(N, 29)``. Actuation latency is
-a :class:`CommandDelay` in whole physics steps.
+and ``tau = 0`` where ``mode == 0`` (motor off). The law runs inside MuJoCo (``asap_sim.model``'s drive
+actuators, stepped in C by the twin and by every training backend); this module turns commands into the
+actuators' ``ctrl`` (:func:`drive_ctrl`) and keeps the law in numpy (:func:`pd_torque`) as the reference
+the engine is tested against. ``torque_scale`` and the effort limits are properties of the model (a
+profile's motor strength); ``kp_scale``/``kd_scale`` travel in ctrl, so they may differ per environment.
+Arrays have shape ``(..., 29)`` in ``g1.MOTOR_ORDER``. Actuation latency is whole physics steps.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,47 +62,36 @@ class MotorCommand:
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class MotorParams:
-    """How the drives differ from the command (from a dynamics profile); arrays broadcast to (..., 29)."""
+    """How the drives scale the command's gains (from a dynamics profile, or randomized per environment);
+    arrays broadcast to (..., 29)."""
 
     kp_scale: np.ndarray
     kd_scale: np.ndarray
-    torque_scale: np.ndarray
-    effort_limit: np.ndarray = field(default_factory=EFFORT_LIMIT.copy)
-    """N m."""
 
     @classmethod
     def from_profile(cls, profile: DynamicsProfile) -> MotorParams:
-        """The profile's kp/kd/torque scales with the G1 effort limits."""
-        return cls(kp_scale=profile.kp_scale, kd_scale=profile.kd_scale,
-                   torque_scale=profile.torque_scale)
+        """The profile's kp/kd scales."""
+        return cls(kp_scale=profile.kp_scale, kd_scale=profile.kd_scale)
 
 
-class DriveLaw:
-    """:func:`pd_torque` for one command, with everything that does not depend on the joint state
-    folded in once: per physics step only ``bias - kp*q - kd*dq``, the clip and the scale remain
-    (the drives hold one command for many physics steps: 4-10 per 50 Hz policy tick in training,
-    one per state in the twin)."""
-
-    __slots__ = ("bias", "gain", "kd", "kp", "limit")
-
-    def __init__(self, cmd: MotorCommand, params: MotorParams) -> None:
-        on = cmd.mode != 0  # a motor that is off applies nothing, whatever else its slot holds
-        self.kp = np.where(on, params.kp_scale * cmd.kp, 0.0)
-        self.kd = np.where(on, params.kd_scale * cmd.kd, 0.0)
-        self.bias = np.where(on, self.kp * cmd.q + self.kd * cmd.dq + cmd.tau, 0.0)
-        self.gain = np.where(on, params.torque_scale, 0.0)
-        self.limit = params.effort_limit
-
-    def torque(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
-        """Joint torques (N m, shape of ``q``) at joint state ``q``, ``dq``."""
-        tau = self.bias - self.kp * q
-        tau -= self.kd * dq
-        return self.gain * np.minimum(np.maximum(tau, -self.limit), self.limit)
+def drive_ctrl(cmd: MotorCommand, params: MotorParams) -> np.ndarray:
+    """The drive actuators' ctrl for ``cmd``: ``(..., 3*29)`` = ``[bias | kp | kd]`` (``asap_sim.model.
+    DRIVE_TERMS``), ``bias = kp*q + kd*dq + tau``, gains scaled by ``params``, all zero where a motor is
+    off (whatever else its slot holds)."""
+    on = cmd.mode != 0
+    kp = np.where(on, params.kp_scale * cmd.kp, 0.0)
+    kd = np.where(on, params.kd_scale * cmd.kd, 0.0)
+    bias = np.where(on, kp * cmd.q + kd * cmd.dq + cmd.tau, 0.0)
+    kp, kd, bias = np.broadcast_arrays(kp, kd, bias)
+    return np.concatenate((bias, kp, kd), axis=-1)
 
 
-def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorParams) -> np.ndarray:
-    """Joint torques (N m, shape of ``q``) the drives apply for ``cmd`` at joint state ``q``, ``dq``."""
-    return DriveLaw(cmd, params).torque(q, dq)
+def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorParams, *,
+              torque_scale: np.ndarray | float = 1.0, effort_limit: np.ndarray = EFFORT_LIMIT) -> np.ndarray:
+    """Joint torques (N m, shape of ``q``) the drives apply for ``cmd`` at joint state ``q``, ``dq``: the
+    law in numpy, as the engine's drive actuators compute it from the same ctrl."""
+    bias, kp, kd = np.split(drive_ctrl(cmd, params), 3, axis=-1)
+    return torque_scale * np.clip(bias - kp * q - kd * dq, -effort_limit, effort_limit)
 
 
 def latency_steps(latency_ms: float, physics_dt: float) -> int:
@@ -108,20 +99,28 @@ def latency_steps(latency_ms: float, physics_dt: float) -> int:
     return round(latency_ms / 1000.0 / physics_dt)
 
 
-class CommandDelay:
-    """A FIFO that hands back the command pushed ``steps`` pushes ago (push once per physics step).
+class ControlDelay:
+    """Actuation latency of ``steps`` physics steps for ctrl that changes every ``substeps`` physics steps.
 
-    Until ``steps`` commands have gone through, it returns ``initial`` (motors off by default).
+    Push the ctrl of each period (one twin state: ``substeps=1``; one policy step of a training batch:
+    ``substeps=decimation``); it answers which ctrl acts during that period's physics steps. A latency
+    spans at most two ctrl per period (the end of an older one, then a newer one), so a batch is stepped in
+    C for each piece. Before the first ctrl arrives the motors are off (zero ctrl).
     """
 
-    def __init__(self, steps: int, initial: MotorCommand | None = None) -> None:
-        if steps < 0:
-            raise ValueError(f"latency steps must be >= 0, got {steps}")
-        self.steps = steps
-        first = initial if initial is not None else MotorCommand.off()
-        self._queue: deque[MotorCommand] = deque([first] * steps, maxlen=steps + 1)
+    def __init__(self, steps: int, substeps: int, ctrl_shape: tuple[int, ...]) -> None:
+        if steps < 0 or substeps < 1:
+            raise ValueError(f"latency steps must be >= 0 and substeps >= 1, got {steps}, {substeps}")
+        self.substeps = substeps
+        self._late, self._split = divmod(steps, substeps)  # whole policy steps late, then physics steps
+        self._history: deque[np.ndarray] = deque([np.zeros(ctrl_shape)] * (self._late + 2),
+                                                 maxlen=self._late + 2)
 
-    def push(self, cmd: MotorCommand) -> MotorCommand:
-        """Enqueue ``cmd`` and return the one that reaches the motors now."""
-        self._queue.append(cmd)
-        return self._queue.popleft()
+    def push(self, ctrl: np.ndarray) -> list[tuple[np.ndarray, int]]:
+        """Enqueue this policy step's ctrl; return ``(ctrl, physics steps)`` pieces that reach the motors
+        during its ``substeps`` physics steps, in order."""
+        self._history.append(ctrl)
+        newer = self._history[-1 - self._late]
+        if not self._split:
+            return [(newer, self.substeps)]
+        return [(self._history[-2 - self._late], self._split), (newer, self.substeps - self._split)]

@@ -1,9 +1,10 @@
 """The simulated G1 without ROS: physics, drives, gantry band and sensors, stepped by its owner.
 
-Each physics step the drives act on the latest command (through the profile's actuation latency)
-with :func:`asap_sim.motor.pd_torque`; while the band is held, a spring-damper pulls the pelvis to
-its start pose (position and orientation). :meth:`Twin.read_state` returns what LowState carries,
-with the profile's sensor noise, plus ground truth for odometry.
+Each physics step the drives act on the latest command (through the profile's actuation latency):
+the drive law runs in MuJoCo's actuators (``asap_sim.model``), fed :func:`asap_sim.motor.drive_ctrl`.
+While the band is held, a spring-damper pulls the pelvis to its start pose (position and
+orientation). :meth:`Twin.read_state` returns what LowState carries, with the profile's sensor noise,
+plus ground truth for odometry.
 
 The band differs from unitree_mujoco's elastic band (a translational spring to a point 3 m up):
 it anchors at the start pose and also holds orientation, so a held robot stands on its feet
@@ -20,7 +21,7 @@ import numpy as np
 
 from asap_core import g1
 from asap_sim.model import TWIN_TIMESTEP, G1Indices, as_slice, build_model, standing_base_height
-from asap_sim.motor import CommandDelay, DriveLaw, MotorCommand, MotorParams, latency_steps
+from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl, latency_steps
 from asap_sim.profiles import DynamicsProfile, nominal_profile
 
 
@@ -106,7 +107,6 @@ class Twin:
         self._bind_views()
         self._params = MotorParams.from_profile(self.profile)
         self._latency = latency_steps(self.profile.actuation_latency_ms, self.config.physics_dt)
-        self._law_of: MotorCommand | None = None  # the command self._law was built for
         seed = self.profile.seed if self.config.seed is None else self.config.seed
         self._rng = np.random.default_rng(seed)
         p = self.profile
@@ -124,7 +124,7 @@ class Twin:
         views stay valid: ``mj_resetData`` clears the buffers in place."""
         d, idx = self.data, self.idx
         spans = {}
-        for name, addresses in (("q", idx.qpos), ("dq", idx.qvel), ("ctrl", idx.actuator)):
+        for name, addresses in (("q", idx.qpos), ("dq", idx.qvel)):
             span = as_slice(addresses)
             if not isinstance(span, slice):
                 raise ValueError(
@@ -133,7 +133,8 @@ class Twin:
                 )
             spans[name] = span
         self._joint_q, self._joint_dq = d.qpos[spans["q"]], d.qvel[spans["dq"]]
-        self._joint_ddq, self._ctrl = d.qacc[spans["dq"]], d.ctrl[spans["ctrl"]]
+        self._joint_ddq, self._joint_tau = d.qacc[spans["dq"]], d.qfrc_actuator[spans["dq"]]
+        self._ctrl = d.ctrl[idx.drive_ctrl]
         self._base_pos, self._base_quat = d.qpos[0:3], d.qpos[3:7]
         self._base_vel, self._base_ang_vel = d.qvel[0:3], d.qvel[3:6]
         self._base_xmat = d.xmat[idx.base_body]
@@ -165,9 +166,9 @@ class Twin:
         self._anchor_pos = self.data.qpos[:3].copy()
         self._anchor_quat = self.data.qpos[3:7].copy()
         self._band_held = self.config.band_held if band_held is None else band_held
-        self._command = MotorCommand.off()
-        self._delay = CommandDelay(self._latency)
-        self._tau = np.zeros(g1.NUM_MOTORS)
+        self._command_ctrl = drive_ctrl(MotorCommand.off(), self._params)
+        self._delay = ControlDelay(self._latency, 1, self._command_ctrl.shape)
+        self._ctrl_in_use: np.ndarray | None = None  # what self._ctrl holds: written once per change
 
     @property
     def time_s(self) -> float:
@@ -192,17 +193,15 @@ class Twin:
 
     def set_command(self, cmd: MotorCommand) -> None:
         """The command the drives act on from the next physics step (after the latency)."""
-        self._command = cmd
+        self._command_ctrl = drive_ctrl(cmd, self._params)
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps."""
         model, data = self.model, self.data
         for _ in range(n):
-            cmd = self._delay.push(self._command) if self._latency else self._command
-            if cmd is not self._law_of:
-                self._law, self._law_of = DriveLaw(cmd, self._params), cmd
-            self._tau = self._law.torque(self._joint_q, self._joint_dq)
-            self._ctrl[:] = self._tau
+            ctrl = self._delay.push(self._command_ctrl)[0][0] if self._latency else self._command_ctrl
+            if ctrl is not self._ctrl_in_use:
+                self._ctrl[:], self._ctrl_in_use = ctrl, ctrl
             if self._band_held:
                 self._apply_band()
             mujoco.mj_step(model, data)
@@ -241,7 +240,7 @@ class Twin:
             q=q,
             dq=dq,
             ddq=self._joint_ddq.copy(),
-            tau_est=self._tau.copy(),
+            tau_est=self._joint_tau.copy(),
             imu_quat_wxyz=quat,
             gyro_b=gyro,
             acc_b=acc,

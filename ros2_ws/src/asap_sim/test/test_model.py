@@ -10,6 +10,7 @@ import pytest
 
 from asap_core import g1
 from asap_sim.model import FEET, FLOOR, SENSORS, G1Indices, ModelError, build_model, standing_base_height
+from asap_sim.motor import EFFORT_LIMIT, MotorCommand, MotorParams, drive_ctrl, pd_torque
 from asap_sim.profiles import load_profile, profile_from_dict
 
 
@@ -20,8 +21,9 @@ def nominal() -> mujoco.MjModel:
 
 def test_joints_motors_and_sensors(nominal: mujoco.MjModel) -> None:
     idx = G1Indices.from_model(nominal)
-    assert nominal.nu == g1.NUM_MOTORS
+    assert nominal.nu == 3 * g1.NUM_MOTORS  # bias, kp, kd drive actuators per joint
     assert tuple(nominal.actuator(i).name for i in idx.actuator) == g1.MOTOR_ORDER
+    assert idx.drive_ctrl == slice(0, 3 * g1.NUM_MOTORS)
     assert tuple(nominal.joint(int(nominal.dof_jntid[a])).name for a in idx.qvel) == g1.MOTOR_ORDER
     assert {nominal.sensor(i).name for i in range(nominal.nsensor)} == set(SENSORS)
     assert nominal.opt.timestep == 0.002
@@ -101,3 +103,55 @@ def test_foreign_mjcf_rejected(tmp_path: Path) -> None:
                     "</worldbody></mujoco>")
     with pytest.raises(ModelError, match=r"not asap_core\.g1\.MOTOR_ORDER"):
         build_model(mjcf=path)
+
+
+@pytest.mark.parametrize("torque_scale", [1.0, 0.65])
+def test_the_engine_applies_the_drive_law(torque_scale: float) -> None:
+    """One physics step's joint torques (qfrc_actuator) equal the numpy law for random commands and states,
+    with clipping at the effort limit, the profile's torque scale and motors that are off."""
+    profile = profile_from_dict({"torque_scale": {".*ankle.*": torque_scale}}, name="t")
+    model = build_model(profile)
+    idx, data = G1Indices.from_model(model), mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    n = g1.NUM_MOTORS
+    for _ in range(5):
+        cmd = MotorCommand(mode=(rng.random(n) > 0.2).astype(float), q=rng.normal(0, 1, n),
+                           dq=rng.normal(0, 2, n), tau=rng.normal(0, 20, n), kp=rng.uniform(0, 400, n),
+                           kd=rng.uniform(0, 10, n))
+        params = MotorParams(kp_scale=rng.uniform(0.8, 1.2, n), kd_scale=rng.uniform(0.8, 1.2, n))
+        data.qpos[idx.qpos] = rng.normal(0, 0.5, n)
+        data.qvel[idx.qvel] = rng.normal(0, 3, n)
+        data.ctrl[idx.drive_ctrl] = drive_ctrl(cmd, params)
+        q, dq = data.qpos[idx.qpos].copy(), data.qvel[idx.qvel].copy()
+        mujoco.mj_step(model, data)  # qfrc_actuator: what acted during the step
+        expected = pd_torque(cmd, q, dq, params, torque_scale=profile.torque_scale)
+        clipped = np.abs(expected) >= 0.99 * profile.torque_scale * EFFORT_LIMIT
+        assert clipped.any() and not clipped.all()
+        np.testing.assert_allclose(data.qfrc_actuator[idx.qvel], expected, rtol=1e-12, atol=1e-9)
+
+
+def test_engine_drive_equals_the_law_computed_each_step_from_the_starting_state() -> None:
+    """The drives are explicit (Euler): 0.5 s of a G1 falling onto the floor with the engine's PD equals
+    the same steps with the torque computed in numpy from each step's starting state and applied as a
+    plain motor (the drive law as the twin computed it before it moved into the engine)."""
+    model = build_model()
+    idx = G1Indices.from_model(model)
+    q0 = g1.default_pose(g1.MOTOR_ORDER, "asap")
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "asap")
+    cmd = MotorCommand.position(q0 + 0.4 * np.sin(np.arange(g1.NUM_MOTORS)), kp, kd)
+    params = MotorParams(kp_scale=np.ones(g1.NUM_MOTORS), kd_scale=np.ones(g1.NUM_MOTORS))
+    runs = []
+    for engine in (True, False):
+        data = mujoco.MjData(model)
+        data.qpos[:7] = (0.0, 0.0, standing_base_height(model, q0, 0.05), 1.0, 0.0, 0.0, 0.0)
+        data.qpos[idx.qpos] = q0
+        for _ in range(250):
+            if engine:
+                data.ctrl[idx.drive_ctrl] = drive_ctrl(cmd, params)
+            else:
+                q, dq = data.qpos[idx.qpos], data.qvel[idx.qvel]
+                data.ctrl[:] = 0.0
+                data.ctrl[idx.actuator] = pd_torque(cmd, q, dq, params)
+            mujoco.mj_step(model, data)
+        runs.append(data.qpos.copy())
+    assert abs(runs[0][2] - runs[1][2]) < 1e-9 and np.abs(runs[0] - runs[1]).max() < 1e-9

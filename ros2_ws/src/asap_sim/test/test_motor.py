@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from asap_core import g1
-from asap_sim.motor import EFFORT_LIMIT, CommandDelay, MotorCommand, MotorParams, latency_steps, pd_torque
+from asap_sim.motor import (
+    EFFORT_LIMIT,
+    ControlDelay,
+    MotorCommand,
+    MotorParams,
+    drive_ctrl,
+    latency_steps,
+    pd_torque,
+)
 
 KNEE = g1.MOTOR_ORDER.index("left_knee_joint")  # effort limit 139 N m
 ANKLE = g1.MOTOR_ORDER.index("left_ankle_pitch_joint")  # effort limit 50 N m
@@ -18,9 +26,8 @@ def _command(q=0.0, dq=0.0, tau=0.0, kp=0.0, kd=0.0, mode=1.0) -> MotorCommand:
                         kd=kd * ONES)
 
 
-def _params(kp_scale=1.0, kd_scale=1.0, torque_scale=1.0) -> MotorParams:
-    return MotorParams(kp_scale=kp_scale * ONES, kd_scale=kd_scale * ONES,
-                       torque_scale=torque_scale * ONES)
+def _params(kp_scale=1.0, kd_scale=1.0) -> MotorParams:
+    return MotorParams(kp_scale=kp_scale * ONES, kd_scale=kd_scale * ONES)
 
 
 def test_pd_law() -> None:
@@ -32,7 +39,7 @@ def test_pd_law() -> None:
 def test_profile_scales() -> None:
     # 0.5 * (2*10*0.5 + 0.5*2*(0 - 1) + 3) = 0.5 * (10 - 1 + 3) = 6 N m
     tau = pd_torque(_command(q=1.0, tau=3.0, kp=10.0, kd=2.0), 0.5 * ONES, ONES,
-                    _params(kp_scale=2.0, kd_scale=0.5, torque_scale=0.5))
+                    _params(kp_scale=2.0, kd_scale=0.5), torque_scale=0.5)
     assert tau[KNEE] == pytest.approx(6.0)
 
 
@@ -41,22 +48,33 @@ def test_clipped_to_effort_limit_then_scaled() -> None:
     tau = pd_torque(_command(q=1.0, kp=1000.0), 0 * ONES, 0 * ONES, _params())
     assert tau[KNEE] == pytest.approx(139.0) and tau[ANKLE] == pytest.approx(50.0)
     assert np.all(np.abs(tau) <= EFFORT_LIMIT)
-    weak = pd_torque(_command(q=-1.0, kp=1000.0), 0 * ONES, 0 * ONES, _params(torque_scale=0.5))
+    weak = pd_torque(_command(q=-1.0, kp=1000.0), 0 * ONES, 0 * ONES, _params(), torque_scale=0.5)
     assert weak[ANKLE] == pytest.approx(-25.0)
 
 
 def test_mode_zero_is_off() -> None:
     tau = pd_torque(_command(q=1.0, tau=5.0, kp=10.0, mode=0.0), 0 * ONES, ONES, _params())
     assert np.all(tau == 0.0)
+    assert not drive_ctrl(_command(q=1.0, tau=5.0, kp=10.0, kd=1.0, mode=0.0), _params()).any()
+
+
+def test_drive_ctrl_layout() -> None:
+    # bias = kp*q + kd*dq + tau = 20*1 + 1*2 + 3 = 25 (kp scaled 2x)
+    ctrl = drive_ctrl(_command(q=1.0, dq=2.0, tau=3.0, kp=10.0, kd=1.0), _params(kp_scale=2.0))
+    n = g1.NUM_MOTORS
+    assert ctrl.shape == (3 * n,)
+    np.testing.assert_allclose(ctrl[:n], 25.0)
+    np.testing.assert_allclose(ctrl[n : 2 * n], 20.0)
+    np.testing.assert_allclose(ctrl[2 * n :], 1.0)
 
 
 def test_batched_with_per_env_parameters() -> None:
     n = 4
     cmd = MotorCommand.position(np.ones((n, g1.NUM_MOTORS)), kp=10.0 * ONES, kd=0.0 * ONES)
-    strength = np.linspace(0.25, 1.0, n)[:, None] * np.ones((n, g1.NUM_MOTORS))
-    params = MotorParams(kp_scale=ONES, kd_scale=ONES, torque_scale=strength)
+    kp_scale = np.linspace(0.25, 1.0, n)[:, None] * np.ones((n, g1.NUM_MOTORS))
+    params = MotorParams(kp_scale=kp_scale, kd_scale=ONES)
     tau = pd_torque(cmd, np.zeros((n, g1.NUM_MOTORS)), np.zeros((n, g1.NUM_MOTORS)), params)
-    assert tau.shape == (n, g1.NUM_MOTORS)
+    assert tau.shape == (n, g1.NUM_MOTORS) and drive_ctrl(cmd, params).shape == (n, 3 * g1.NUM_MOTORS)
     np.testing.assert_allclose(tau[:, KNEE], 10.0 * np.linspace(0.25, 1.0, n))
 
 
@@ -71,19 +89,30 @@ def test_latency_steps(ms: float, dt: float, steps: int) -> None:
     assert latency_steps(ms, dt) == steps
 
 
-def test_command_delay_hands_back_the_command_from_n_steps_ago() -> None:
-    commands = [_command(q=float(i)) for i in range(5)]
-    delay = CommandDelay(3)
-    out = [delay.push(c) for c in commands]
-    assert [o.mode.any() for o in out[:3]] == [False, False, False]  # motors off until the first arrives
-    assert out[3] is commands[0] and out[4] is commands[1]
+def _per_physics_step(ctrls: list[np.ndarray], steps: int, substeps: int) -> list[float]:
+    """What reaches the motors at each physics step, by definition: the ctrl pushed ``steps`` physics
+    steps earlier (each ctrl holds for ``substeps``), zero before the first."""
+    held = [c[0] for c in ctrls for _ in range(substeps)]
+    return [0.0] * steps + held[: len(held) - steps]
+
+
+@pytest.mark.parametrize(("steps", "substeps"), [(0, 1), (3, 1), (0, 4), (3, 4), (4, 4), (9, 4), (15, 10)])
+def test_control_delay_matches_the_per_physics_step_definition(steps: int, substeps: int) -> None:
+    ctrls = [np.full(3, float(i + 1)) for i in range(8)]
+    delay = ControlDelay(steps, substeps, (3,))
+    applied = []
+    for c in ctrls:
+        pieces = delay.push(c)
+        assert 1 <= len(pieces) <= 2 and sum(n for _, n in pieces) == substeps
+        applied += [float(ctrl[0]) for ctrl, n in pieces for _ in range(n)]
+    assert applied == _per_physics_step(ctrls, steps, substeps)
 
 
 def test_zero_delay_is_pass_through() -> None:
-    cmd = _command(q=1.0)
-    assert CommandDelay(0).push(cmd) is cmd
+    ctrl = np.ones(3)
+    assert ControlDelay(0, 10, (3,)).push(ctrl) == [(ctrl, 10)]
 
 
 def test_negative_delay_rejected() -> None:
     with pytest.raises(ValueError, match=">= 0"):
-        CommandDelay(-1)
+        ControlDelay(-1, 1, (3,))

@@ -160,7 +160,8 @@ def test_a_new_command_drives_the_motors_from_the_next_step() -> None:
         command = MotorCommand.position(q0 + offset, kp, kd)
         twin.set_command(command)
         twin.step(1)
-        expected = pd_torque(command, q, dq, MotorParams.from_profile(twin.profile))
+        expected = pd_torque(command, q, dq, MotorParams.from_profile(twin.profile),
+                             torque_scale=twin.profile.torque_scale)
         np.testing.assert_allclose(twin.read_state().tau_est, expected, rtol=1e-12, atol=1e-9)
 
 

@@ -67,6 +67,7 @@ class TrackingEnv:
             n,
             self._motor_params(np.ones((n, g1.NUM_MOTORS))),
             latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
+            threads=cfg.threads,
             **cfg.simulator_args,
         )
         self.num_actions = self._action_dim()
@@ -108,7 +109,7 @@ class TrackingEnv:
 
     def _motor_params(self, kp_scale: np.ndarray) -> MotorParams:
         p = MotorParams.from_profile(self.profile)
-        return MotorParams(kp_scale=p.kp_scale * kp_scale, kd_scale=p.kd_scale, torque_scale=p.torque_scale)
+        return MotorParams(kp_scale=p.kp_scale * kp_scale, kd_scale=p.kd_scale)
 
     def _setup_joints(self) -> None:
         cfg, names = self.cfg, self.cfg.joint_names

@@ -1,33 +1,31 @@
-"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped in cache-sized chunks of envs."""
+"""N G1 instances on C MuJoCo, one ``MjData`` each, stepped by a pool of threads over env shards.
+
+The drive law runs in the model's actuators (``asap_sim.model``), so one policy step of one env is one
+``mj_step(model, data, nstep)`` call per command piece (two when an actuation latency splits the step):
+C from start to end with the GIL released. ``threads`` workers step disjoint shards of envs at once; an
+env's trajectory does not depend on which worker steps it, so 1 and N threads give the same numbers.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
+import os
 from collections.abc import Sequence
-from typing import TypeVar
+from concurrent.futures import ThreadPoolExecutor
 
 import mujoco
 import numpy as np
 
-from asap_core import g1
 from asap_sim.model import FEET, G1Indices, as_slice
-from asap_sim.motor import CommandDelay, DriveLaw, MotorCommand, MotorParams
+from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
 from asap_training import quat
 from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
 
-_Cmd = TypeVar("_Cmd", MotorCommand, MotorParams)
 
-
-def _rows(obj: _Cmd, num_envs: int, sl: slice | None = None) -> _Cmd:
-    """The same dataclass with every array as (N, 29) and, if given, only rows ``sl`` (views)."""
-    shape, rows = (num_envs, g1.NUM_MOTORS), slice(None) if sl is None else sl
-    fields = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        # batched commands are already (N, 29): slicing is cheap, broadcast_to is not
-        fields[f.name] = (value if np.shape(value) == shape else np.broadcast_to(value, shape))[rows]
-    return type(obj)(**fields)
+def available_cores() -> int:
+    """CPU cores this process may run on (the default thread count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class MujocoCpuSimulator:
@@ -35,7 +33,7 @@ class MujocoCpuSimulator:
 
     ``models`` are variants of one G1 model built by ``asap_sim.model.build_model`` (same structure,
     different physics parameters, e.g. floor friction for domain randomization); each env steps with the
-    variant it was assigned (variant 0 at start).
+    variant it was assigned (variant 0 at start). ``threads``: workers stepping physics (0 = every core).
     """
 
     def __init__(
@@ -44,9 +42,9 @@ class MujocoCpuSimulator:
         num_envs: int,
         motor_params: MotorParams,
         latency_steps: int = 0,
-        chunk_size: int = 8,
+        threads: int = 0,
     ) -> None:
-        """Create the ``MjData`` and resolve indices once."""
+        """Create the ``MjData`` and the worker pool; resolve indices once."""
         self.models = list(models)
         self.num_envs = num_envs
         m = self.models[0]
@@ -55,37 +53,33 @@ class MujocoCpuSimulator:
         self.body_ids = np.array([m.body(n).id for n in RIGID_BODIES])
         self._foot_sensors = [self.idx.sensor[f"{side}_foot_contact"] for side in FEET]
         self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
-        # numpy views of each MjData's buffers, taken once (attribute access costs ~1 µs per call)
-        self._views = [(d.ctrl, d.qpos, d.qvel) for d in self.datas]
         self.variant = np.zeros(num_envs, dtype=np.intp)
         self.state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
-        self._chunks = [slice(i, min(i + chunk_size, num_envs)) for i in range(0, num_envs, chunk_size)]
         self.motor_params = motor_params
+        self.latency_steps = latency_steps
+        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+        self.threads = min(threads or available_cores(), num_envs)
+        bounds = np.linspace(0, num_envs, self.threads + 1).round().astype(int)
+        self._shards = [range(a, b) for a, b in itertools.pairwise(bounds)]
+        self._pool = ThreadPoolExecutor(self.threads, "mujoco_cpu") if self.threads > 1 else None
         # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
-        self._qpos_sl, self._qvel_sl, self._ctrl_sl = (
-            as_slice(a) for a in (self.idx.qpos, self.idx.qvel, self.idx.actuator)
-        )
+        self._qpos_sl, self._qvel_sl = as_slice(self.idx.qpos), as_slice(self.idx.qvel)
+        self._ctrl_sl = self.idx.drive_ctrl
         d0 = self.datas[0]
-        self._raw = {
-            name: np.zeros((num_envs, *np.shape(arr)))
-            for name, arr in (
-                ("qpos", d0.qpos),
-                ("qvel", d0.qvel),
-                ("xpos", d0.xpos),
-                ("xquat", d0.xquat),
-                ("cvel", d0.cvel),
-                ("com", d0.subtree_com[0]),
-                ("sensor", d0.sensordata),
-            )
-        }
-        # one latency FIFO per chunk: each chunk's commands go through its own line
-        self._delays = [
-            CommandDelay(latency_steps, MotorCommand.off((c.stop - c.start,))) if latency_steps else None
-            for c in self._chunks
-        ]
+        raw = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata", "qfrc_actuator")
+        self._raw = {name: np.zeros((num_envs, *np.shape(getattr(d0, name)))) for name in raw}
         for d in self.datas:
             mujoco.mj_forward(m, d)
         self._read_state()
+
+    def close(self) -> None:
+        """Stop the worker threads (also at garbage collection)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __del__(self) -> None:
+        self.close()
 
     def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
         """Assign physics variants per env (takes effect at the next step)."""
@@ -108,78 +102,88 @@ class MujocoCpuSimulator:
             mujoco.mj_resetData(self.models[self.variant[i]], d)
             d.qpos[:3], d.qpos[3:7] = root_pos_w[k], root_quat_w[k]
             d.qvel[:3], d.qvel[3:6] = root_lin_vel_w[k], ang_b[k]
-            d.qpos[self.idx.qpos] = joint_pos[k]
-            d.qvel[self.idx.qvel] = joint_vel[k]
+            d.qpos[self._qpos_sl] = joint_pos[k]
+            d.qvel[self._qvel_sl] = joint_vel[k]
             mujoco.mj_forward(self.models[self.variant[i]], d)
         self._read_state(env_ids)
+
+    def set_floating_state(
+        self, pos_w: np.ndarray, quat_w: np.ndarray, lin_vel_w: np.ndarray, ang_vel_b: np.ndarray,
+        q: np.ndarray, dq: np.ndarray,
+    ) -> None:
+        """Overwrite every env's base and joint positions and velocities (e.g. a learned correction),
+        keeping everything else (solver warm start, ctrl), and refresh the state."""
+        for i, d in enumerate(self.datas):
+            d.qpos[:3], d.qpos[3:7], d.qvel[:3], d.qvel[3:6] = pos_w[i], quat_w[i], lin_vel_w[i], ang_vel_b[i]
+            d.qpos[self._qpos_sl], d.qvel[self._qvel_sl] = q[i], dq[i]
+            mujoco.mj_forward(self.models[self.variant[i]], d)
+        self._read_state()
 
     def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
         """Kick the pelvis."""
         for k, i in enumerate(env_ids):
             self.datas[i].qvel[:3] += delta_lin_vel_w[k]
 
-    @property
-    def motor_params(self) -> MotorParams:
-        """Drive scales, broadcast to (N, 29) (set them to randomize per env)."""
-        return self._motor_params
-
-    @motor_params.setter
-    def motor_params(self, params: MotorParams) -> None:
-        self._motor_params = params
-        full = _rows(params, self.num_envs)
-        self._chunk_params = [_rows(full, self.num_envs, sl) for sl in self._chunks]
-
     def step(self, command: MotorCommand, substeps: int) -> None:
-        """Envs go in small chunks: within a chunk the PD law (``asap_sim.motor.DriveLaw``) is one
-        batched call per physics step on the chunk's joint state, and the chunk's few MjData stay in
-        cache across its substeps (stepping all N envs per substep evicts them: ~30 % slower)."""
-        q, dq, act = self._qpos_sl, self._qvel_sl, self._ctrl_sl
-        joint_q, joint_dq = self.state.joint_pos, self.state.joint_vel
-        for c, sl in enumerate(self._chunks):
-            datas, views = self.datas[sl], self._views[sl]
-            models = [self.models[v] for v in self.variant[sl]]
-            cmd, params, delay = _rows(command, self.num_envs, sl), self._chunk_params[c], self._delays[c]
-            cq, cdq = joint_q[sl], joint_dq[sl]  # views: filled in place below
-            law_of = None
-            for _ in range(substeps):
-                applied = delay.push(cmd) if delay else cmd
-                if applied is not law_of:  # a delayed command changes once per control step, not per substep
-                    law, law_of = DriveLaw(applied, params), applied
-                tau = law.torque(cq, cdq)
-                for k, d in enumerate(datas):
-                    ctrl, qpos, qvel = views[k]
-                    ctrl[act] = tau[k]
-                    mujoco.mj_step(models[k], d)
-                    cq[k], cdq[k] = qpos[q], qvel[dq]
-            for k, d in enumerate(datas):
-                # mj_step leaves body poses and velocities at the start of its last step: bring the ones
-                # the MDP reads up to the new qpos/qvel (a 2-5 ms lag otherwise)
-                mujoco.mj_kinematics(models[k], d)
-                mujoco.mj_comPos(models[k], d)
-                mujoco.mj_comVel(models[k], d)
-            self.state.joint_torque[sl] = tau
-        self._read_state()
+        """Hold ``command`` for ``substeps`` physics steps (through the actuation latency), every shard of
+        envs on its own worker."""
+        ctrl = drive_ctrl(command, self.motor_params)
+        ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+        if self._delay is None or self._delay.substeps != substeps:
+            if self._delay is not None and self.latency_steps:
+                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
+                                 f"in flight; step with one period")
+            self._delay = ControlDelay(self.latency_steps, substeps, ctrl.shape)
+        pieces = self._delay.push(ctrl)
+        if self._pool is None:
+            self._step_shard(self._shards[0], pieces)
+        else:
+            for done in [self._pool.submit(self._step_shard, s, pieces) for s in self._shards]:
+                done.result()
+        self._read_state(copied=True)
 
-    def _read_state(self, env_ids: np.ndarray | None = None) -> None:
-        """Copy raw arrays env by env (plain slices), then derive everything batched."""
+    def _step_shard(self, envs: range, pieces: list[tuple[np.ndarray, int]]) -> None:
+        """One worker's envs: physics in C (GIL released), then the raw arrays the MDP reads."""
+        raw = self._raw
+        for i in envs:
+            model, d = self.models[self.variant[i]], self.datas[i]
+            for ctrl, nstep in pieces:
+                d.ctrl[self._ctrl_sl] = ctrl[i]
+                mujoco.mj_step(model, d, nstep)
+            # mj_step leaves body poses and velocities at the start of its last step: bring the ones the
+            # MDP reads up to the new qpos/qvel (a 2-5 ms lag otherwise)
+            mujoco.mj_kinematics(model, d)
+            mujoco.mj_comPos(model, d)
+            mujoco.mj_comVel(model, d)
+            self._copy_raw(i, d, raw)
+
+    @staticmethod
+    def _copy_raw(i: int, d: mujoco.MjData, raw: dict[str, np.ndarray]) -> None:
+        raw["qpos"][i], raw["qvel"][i] = d.qpos, d.qvel
+        raw["xpos"][i], raw["xquat"][i], raw["cvel"][i] = d.xpos, d.xquat, d.cvel
+        raw["subtree_com"][i], raw["sensordata"][i] = d.subtree_com, d.sensordata
+        raw["qfrc_actuator"][i] = d.qfrc_actuator
+
+    def _read_state(self, env_ids: np.ndarray | None = None, copied: bool = False) -> None:
+        """Derive the batched state from the raw arrays (copied here env by env unless ``copied``)."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
         raw = self._raw
-        for i in ids:
-            d = self.datas[i]
-            raw["qpos"][i], raw["qvel"][i] = d.qpos, d.qvel
-            raw["xpos"][i], raw["xquat"][i], raw["cvel"][i] = d.xpos, d.xquat, d.cvel
-            raw["com"][i], raw["sensor"][i] = d.subtree_com[0], d.sensordata
+        if not copied:
+            for i in ids:
+                self._copy_raw(i, self.datas[i], raw)
         s, b = self.state, self.body_ids
         qpos, qvel = raw["qpos"][ids], raw["qvel"][ids]
         s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
         s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]
         s.joint_pos[ids], s.joint_vel[ids] = qpos[:, self._qpos_sl], qvel[:, self._qvel_sl]
+        s.joint_torque[ids] = raw["qfrc_actuator"][ids][:, self._qvel_sl]
         xpos, cvel = raw["xpos"][ids][:, b], raw["cvel"][ids][:, b]
         s.body_pos_w[ids], s.body_quat_w[ids] = xpos, raw["xquat"][ids][:, b]
         s.body_ang_vel_w[ids] = cvel[..., :3]
         # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
-        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - raw["com"][ids][:, None])
-        sensor = raw["sensor"][ids]
+        com = raw["subtree_com"][ids][:, 0]
+        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - com[:, None])
+        sensor = raw["sensordata"][ids]
         s.foot_force[ids] = np.stack(
             [np.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self._foot_sensors], axis=1
         )

@@ -318,10 +318,10 @@ class ResidualDynamicsSimulator(MujocoCpuSimulator):
         num_envs: int,
         motor_params: MotorParams,
         latency_steps: int = 0,
-        chunk_size: int = 8,
+        threads: int = 0,
         path: str | None = None,
     ) -> None:
-        super().__init__(models, num_envs, motor_params, latency_steps, chunk_size)
+        super().__init__(models, num_envs, motor_params, latency_steps, threads)
         self.model = DeltaDynamicsModel.load(path) if path else None
         self.correct = self.model is not None
         """Apply the model's correction (False: only record transitions)."""
@@ -352,16 +352,8 @@ class ResidualDynamicsSimulator(MujocoCpuSimulator):
         self.last_state = self.last_raw
         if self.correct:
             self.last_state = apply_residual(self.last_raw, self.model(self.last_features))
-            self.set_floating_state(self.last_state)
-
-    def set_floating_state(self, s: FloatingState) -> None:
-        """Overwrite every env's base and joint state (positions, velocities) and refresh the state."""
-        for i, d in enumerate(self.datas):
-            _, qpos, qvel = self._views[i]
-            qpos[:3], qpos[3:7], qvel[:3], qvel[3:6] = s.pos_w[i], s.quat_w[i], s.lin_vel_w[i], s.ang_vel_b[i]
-            qpos[self._qpos_sl], qvel[self._qvel_sl] = s.q[i], s.dq[i]
-            mujoco.mj_forward(self.models[self.variant[i]], d)
-        self._read_state()
+            s = self.last_state
+            self.set_floating_state(s.pos_w, s.quat_w, s.lin_vel_w, s.ang_vel_b, s.q, s.dq)
 
 
 def simulator_overrides(path: str | Path) -> dict:
