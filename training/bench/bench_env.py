@@ -1,34 +1,101 @@
-"""Env policy-steps/s against raw ``mj_step`` on the same model in the same run, and PPO iteration time.
+"""Training throughput per simulator configuration, against raw ``mj_step`` and the old single-thread path.
 
-    python training/bench/bench_env.py [--envs 64 128 256] [--steps 50] [--iterations 3]
+    python training/bench/bench_env.py                        # this machine: the baseline, then every core
+    python training/bench/bench_env.py --json                 # one JSON object per configuration
+    python training/bench/bench_env.py --configs mujoco:cpu:1024:0 --iterations 3
 
-Both figures come from the same seeded run (64 G1s following the reference open loop with action noise:
-standing, swaying, sometimes falling and being reset, as in training). The raw baseline replays that run's
-trajectories with bare ``mj_step`` calls (state restored at each policy step, the applied torques held), so
-contact configurations, and hence physics cost, are the same; what separates the two is the MDP (PD at
-physics rate, observations, rewards, terminations, resets, bookkeeping). Times are CPU time of this
-single-threaded process: per-core figures that do not depend on how busy a shared machine is.
+A configuration is ``sim:device:num_envs:threads`` (threads 0 = every core). For each one, in the same run:
+
+* ``raw_mj_step_per_s``: a plain single-thread ``mj_step`` loop on the same model, from the states the env
+  visits (its contact mix), with the env's own ctrl held;
+* ``samples_per_s``: ``env_step`` (the tracking MDP with physics, wall clock), ``env_inference`` (rsl_rl's
+  collection loop: policy inference + env step + storage) and ``env_inference_ppo`` (collection + the PPO
+  update: what training gets);
+* ``env_vs_raw``: ``env_step / (threads x raw / decimation)``, what the MDP and the threading keep of the raw
+  physics rate; ``vs_baseline``: ``env_inference_ppo`` over the first configuration's.
+
+The first configuration, ``legacy:cpu:64:1``, is the path training had before the drives moved into the
+engine: the PD law in numpy between single physics steps of each env, the implicitfast integrator, one
+thread, 64 envs (kept here, and only here, as the baseline this benchmark compares with). Wall-clock
+figures: run on an idle machine (``uptime``), and compare ratios within a run, not numbers across runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import json
+import os
 import time
-from collections.abc import Callable
 
 import mujoco
 import numpy as np
 import torch
 
+from asap_sim.motor import EFFORT_LIMIT, drive_ctrl
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner
 from asap_training.rl.vecenv import RslRlVecEnv
+from asap_training.sim import SIMULATORS
+from asap_training.sim.mujoco_cpu import MujocoCpuSimulator, available_cores
 
-Actions = Callable[[TrackingEnv, np.random.Generator], np.ndarray]
-"""The actions of one policy step for an env."""
+NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
+DEFAULT_CONFIGS = ("legacy:cpu:64:1", "mujoco:cpu:64:1", "mujoco:cpu:256:0", "mujoco:cpu:1024:0")
+
+
+class LegacySimulator(MujocoCpuSimulator):
+    """The old single-thread path (the baseline), as it stepped: envs in chunks of 8; per chunk and physics
+    step the drive law in numpy on the chunk's joint state, then per env the torque as a plain motor
+    command and one ``mj_step``; implicitfast integration; one thread."""
+
+    def __init__(self, models, *args, **kwargs) -> None:
+        models = [_with_integrator(m, mujoco.mjtIntegrator.mjINT_IMPLICITFAST) for m in models]
+        super().__init__(models, *args, **{**kwargs, "threads": 1})
+        self._bias_ctrl = self.idx.actuator
+        self._command_ctrl = None
+
+    def step(self, command, substeps: int) -> None:
+        """Keep the command's drive terms for the per-step law."""
+        ctrl = drive_ctrl(command, self.motor_params)
+        self._command_ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+        super().step(command, substeps)
+
+    def _step_shard(self, envs: range, pieces: list) -> None:
+        n, limit = len(self._bias_ctrl), EFFORT_LIMIT
+        q, dq = self.state.joint_pos, self.state.joint_vel
+        for start in range(envs.start, envs.stop, 8):
+            chunk = slice(start, min(start + 8, envs.stop))
+            datas, models = self.datas[chunk], [self.models[v] for v in self.variant[chunk]]
+            bias, kp, kd = (self._command_ctrl[chunk, k * n : (k + 1) * n] for k in range(3))
+            cq, cdq = q[chunk], dq[chunk]
+            for _ in range(sum(k for _, k in pieces)):
+                tau = np.minimum(np.maximum(bias - kp * cq - kd * cdq, -limit), limit)
+                for k, d in enumerate(datas):
+                    d.ctrl[self._bias_ctrl] = tau[k]
+                    mujoco.mj_step(models[k], d)
+                    cq[k], cdq[k] = d.qpos[self._qpos_sl], d.qvel[self._qvel_sl]
+            for i, (model, d) in enumerate(zip(models, datas, strict=True), start=chunk.start):
+                mujoco.mj_kinematics(model, d)
+                mujoco.mj_comPos(model, d)
+                mujoco.mj_comVel(model, d)
+                self._copy_raw(i, d, self._raw)
+
+
+def _with_integrator(model: mujoco.MjModel, integrator: mujoco.mjtIntegrator) -> mujoco.MjModel:
+    copy = model.__copy__()
+    copy.opt.integrator = integrator
+    return copy
+
+
+def make_env(sim: str, device: str, num_envs: int, threads: int, physics_dt: float, decimation: int,
+             ) -> TrackingEnv:
+    """The bench env: default MDP, no randomization (one model), fixed seed."""
+    target = f"{__name__}:LegacySimulator" if sim == "legacy" else SIMULATORS[sim]
+    args = {"device": device} if sim not in ("mujoco", "legacy") else {}
+    return TrackingEnv(TrackingEnvCfg(num_envs=num_envs, domain_rand=NO_DR, seed=0, threads=threads,
+                                      physics_dt=physics_dt, decimation=decimation, simulator=target,
+                                      simulator_args=args))
 
 
 def reference_actions(env: TrackingEnv, rng: np.random.Generator, noise: float = 0.1) -> np.ndarray:
@@ -39,82 +106,97 @@ def reference_actions(env: TrackingEnv, rng: np.random.Generator, noise: float =
     return a + rng.normal(scale=noise, size=a.shape)
 
 
-def make_env(num_envs: int) -> TrackingEnv:
-    """The bench env: default MDP, no randomization (one model), fixed seed."""
-    no_dr = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
-    return TrackingEnv(TrackingEnvCfg(num_envs=num_envs, domain_rand=no_dr, seed=0))
+def raw_mj_step_per_s(env: TrackingEnv, max_envs: int = 64) -> float:
+    """Single-thread ``mj_step`` from the states the env is in, ``decimation`` steps each, ctrl held."""
+    sim = env.sim
+    model, data = sim.models[0], mujoco.MjData(sim.models[0])
+    snaps = [(d.qpos.copy(), d.qvel.copy(), d.qacc_warmstart.copy(), d.ctrl.copy())
+             for d in sim.datas[:max_envs]]
+    elapsed, steps = 0.0, 0
+    for qpos, qvel, warm, ctrl in snaps * 2:
+        data.qpos[:], data.qvel[:], data.qacc_warmstart[:], data.ctrl[:] = qpos, qvel, warm, ctrl
+        start = time.perf_counter()
+        mujoco.mj_step(model, data, env.cfg.decimation)
+        elapsed += time.perf_counter() - start
+        steps += env.cfg.decimation
+    return steps / elapsed
 
 
-def env_policy_steps_per_s(make: Callable[[], TrackingEnv], act: Actions, steps: int) -> float:
-    """CPU time of the full MDP step (PD at physics rate, observations, rewards, terminations, resets)."""
-    env, rng = make(), np.random.default_rng(0)
-    start, elapsed = 0.0, 0.0
-    for _ in range(steps):
-        a = act(env, rng)
-        start = time.process_time()
+def env_step_per_s(env: TrackingEnv, steps: int) -> float:
+    """Wall-clock env transitions per second of the MDP step alone."""
+    rng = np.random.default_rng(0)
+    actions = [reference_actions(env, rng) for _ in range(steps)]
+    start = time.perf_counter()
+    for a in actions:
         env.step(a)
-        elapsed += time.process_time() - start
-    return steps * env.num_envs / elapsed
+    return steps * env.num_envs / (time.perf_counter() - start)
 
 
-def raw_policy_steps_per_s(make: Callable[[], TrackingEnv], act: Actions, steps: int) -> float:
-    """CPU time of bare ``mj_step`` replaying the same trajectories: the same seeded run is recorded
-    (state at each policy step and the torques applied), then re-stepped ``decimation`` times per
-    policy step with nothing else in the loop."""
-    env, rng = make(), np.random.default_rng(0)
-    frames = []
-    for _ in range(steps):
-        snap = [(d.qpos.copy(), d.qvel.copy(), d.qacc_warmstart.copy()) for d in env.sim.datas]
-        env.step(act(env, rng))
-        frames.append([(*s, d.ctrl.copy()) for s, d in zip(snap, env.sim.datas, strict=True)])
-    model, data = env.sim.models[0], mujoco.MjData(env.sim.models[0])
-    elapsed = 0.0
-    for frame in frames:
-        for qpos, qvel, warm, ctrl in frame:
-            data.qpos[:], data.qvel[:], data.qacc_warmstart[:], data.ctrl[:] = qpos, qvel, warm, ctrl
-            start = time.process_time()
-            for _ in range(env.cfg.decimation):
-                mujoco.mj_step(model, data)
-            elapsed += time.process_time() - start
-    return steps * env.num_envs / elapsed
+def training_per_s(env: TrackingEnv, iterations: int, device: str) -> tuple[float, float]:
+    """(collection, collection + update) samples/s of rsl_rl PPO iterations (the first one warms up)."""
+    ppo = PpoCfg(max_iterations=iterations + 1)
+    runner = TrackingRunner(RslRlVecEnv(env), ppo.to_rsl_rl(), log_dir=None, progress=False, device=device)
+    runner.learn(iterations + 1)
+    rows = runner.history[1:]
+    samples = env.num_envs * ppo.num_steps_per_env * len(rows)
+    collect = sum(r["collect_s"] for r in rows)
+    return samples / collect, samples / (collect + sum(r["learn_s"] for r in rows))
+
+
+def measure(config: str, steps: int, iterations: int, physics_dt: float, decimation: int) -> dict:
+    """Every figure of one configuration."""
+    sim, device, num_envs, threads = config.split(":")
+    num_envs, threads = int(num_envs), int(threads) or available_cores()
+    torch.set_num_threads(threads)
+    env = make_env(sim, device, num_envs, threads, physics_dt, decimation)
+    env_sps = env_step_per_s(env, steps)
+    raw = raw_mj_step_per_s(env)
+    collect, total = training_per_s(env, iterations, "cpu" if device == "cpu" else device)
+    return {
+        "sim": sim,
+        "device": device,
+        "num_envs": num_envs,
+        "threads": threads,
+        "physics_dt": physics_dt,
+        "decimation": decimation,
+        "raw_mj_step_per_s": round(raw),
+        "samples_per_s": {"env_step": round(env_sps), "env_inference": round(collect),
+                          "env_inference_ppo": round(total)},
+        "env_vs_raw": round(env_sps / (threads * raw / decimation), 3),
+    }
 
 
 def main() -> None:
-    """Print the figures."""
+    """Measure every configuration and print a table or JSON lines."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--envs",
-        type=int,
-        nargs="+",
-        default=[64, 128, 256],
-        help="env counts to measure (the MDP is vectorized: its cost per env falls with N)",
-    )
-    p.add_argument("--steps", type=int, default=50, help="policy steps per measurement")
-    p.add_argument("--iterations", type=int, default=3, help="PPO iterations to time")
+    p.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS),
+                   help="sim:device:num_envs:threads, the first one is the baseline (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=24, help="policy steps timed for env_step (default 24)")
+    p.add_argument("--iterations", type=int, default=2,
+                   help="PPO iterations timed after one warm-up (default 2)")
+    p.add_argument("--physics-dt", type=float, default=0.002,
+                   help="physics step (default 0.002: the twin's)")
+    p.add_argument("--decimation", type=int, default=10,
+                   help="physics steps per 50 Hz policy step (default 10)")
+    p.add_argument("--json", action="store_true", help="one JSON object per configuration")
     args = p.parse_args()
-    torch.set_num_threads(1)
-    print("G1 (29 motors), 200 Hz physics (PD every step), 50 Hz policy, 1 thread, CPU time per core")
-    print(f"{'envs':>6} {'raw mj_step':>22} {'tracking env':>22} {'env/raw':>8}   (target >= 0.70)")
-    for n in args.envs:
-        make = functools.partial(make_env, n)
-        raw_sps = raw_policy_steps_per_s(make, reference_actions, args.steps)
-        env_sps = env_policy_steps_per_s(make, reference_actions, args.steps)
-        print(
-            f"{n:>6} {raw_sps:>10.0f} policy steps/s {env_sps:>8.0f} policy steps/s {env_sps / raw_sps:>8.2f}"
-        )
-    env = make_env(args.envs[0])
-    ppo = PpoCfg(max_iterations=args.iterations)
-    runner = TrackingRunner(RslRlVecEnv(env), ppo.to_rsl_rl(), log_dir=None, progress=False)
-    times = []
-    for _ in range(args.iterations):
-        start = time.process_time()
-        runner.learn(1)
-        times.append(time.process_time() - start)
-    samples = env.num_envs * ppo.num_steps_per_env
-    print(
-        f"PPO iteration:      {np.median(times):8.2f} s for {samples} samples "
-        f"({samples / np.median(times):.0f} samples/s incl. update; 512-256-128 actor and critic)"
-    )
+    if not args.json:
+        print(f"G1 29 motors, {1 / args.physics_dt:.0f} Hz physics, {args.decimation} steps per policy step, "
+              f"{available_cores()} cores, load {os.getloadavg()[0]:.1f}; samples/s, wall clock")
+        print(f"{'config':>22} {'raw mj_step':>11} {'env':>8} {'env+inf':>8} {'env+inf+ppo':>11} "
+              f"{'env/raw':>7} {'vs base':>7}")
+    baseline = None
+    for config in args.configs:
+        row = measure(config, args.steps, args.iterations, args.physics_dt, args.decimation)
+        total = row["samples_per_s"]["env_inference_ppo"]
+        baseline = baseline or total
+        row["vs_baseline"] = round(total / baseline, 2)
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            s = row["samples_per_s"]
+            print(f"{config:>22} {row['raw_mj_step_per_s']:>11} {s['env_step']:>8} {s['env_inference']:>8} "
+                  f"{total:>11} {row['env_vs_raw']:>7} {row['vs_baseline']:>7}", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,12 +60,14 @@ class TrackingRunner(OnPolicyRunner):
         log_dir: str | None,
         progress: bool = True,
         on_iteration: Callable[[TrackingRunner, int], None] | None = None,
+        device: str = "cpu",
     ) -> None:
         """Create the runner; hook the logger so each iteration is summarized, not printed.
 
-        ``on_iteration(runner, it)`` runs after iteration ``it``'s update (e.g. to score the policy)."""
+        ``on_iteration(runner, it)`` runs after iteration ``it``'s update (e.g. to score the policy);
+        ``device``: where the networks and the PPO update run (the env hands over CPU tensors)."""
         with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints both networks in full
-            super().__init__(env, train_cfg, log_dir=log_dir, device="cpu")
+            super().__init__(env, train_cfg, log_dir=log_dir, device=device)
         self.tracking_env: TrackingEnv = env.env
         self.history: list[dict] = []
         self._progress = progress

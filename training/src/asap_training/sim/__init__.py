@@ -1,0 +1,6 @@
+"""Simulator backends of the tracking MDP (the protocol is :mod:`asap_training.sim.base`)."""
+
+SIMULATORS = {
+    "mujoco": "asap_training.sim.mujoco_cpu:MujocoCpuSimulator",
+}
+"""``--sim`` name → backend class (``module:Class``, ``TrackingEnvCfg.simulator``)."""
