@@ -29,16 +29,16 @@ import time
 
 import mujoco
 import numpy as np
-import torch
 
 from asap_sim.motor import EFFORT_LIMIT, drive_ctrl
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.parallel import available_cores, use_threads
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner
 from asap_training.rl.vecenv import RslRlVecEnv
 from asap_training.sim import SIMULATORS
-from asap_training.sim.mujoco_cpu import MujocoCpuSimulator, available_cores
+from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
 
 NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
 DEFAULT_CONFIGS = ("legacy:cpu:64:1", "mujoco:cpu:64:1", "mujoco:cpu:256:0", "mujoco:cpu:1024:0")
@@ -146,8 +146,7 @@ def training_per_s(env: TrackingEnv, iterations: int, device: str) -> tuple[floa
 def measure(config: str, steps: int, iterations: int, physics_dt: float, decimation: int) -> dict:
     """Every figure of one configuration."""
     sim, device, num_envs, threads = config.split(":")
-    num_envs, threads = int(num_envs), int(threads) or available_cores()
-    torch.set_num_threads(threads)
+    num_envs, threads = int(num_envs), use_threads(int(threads))
     env = make_env(sim, device, num_envs, threads, physics_dt, decimation)
     env_sps = env_step_per_s(env, steps)
     raw = raw_mj_step_per_s(env)

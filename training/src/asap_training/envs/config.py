@@ -171,7 +171,8 @@ class TrackingEnvCfg:
     simulator_args: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments of the backend (e.g. a learned residual model's path)."""
     threads: int = 0
-    """CPU threads stepping physics (0 = every core of this machine). Trajectories do not depend on it."""
+    """CPU threads stepping physics (0: the process's ``--threads``, else every core). Trajectories do not
+    depend on it."""
     seed: int = 0
     random_start: bool = True
     """Reference-state init at a uniform random motion time (ASAP's RSI); False: start every episode at 0."""

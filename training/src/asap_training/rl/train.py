@@ -13,14 +13,17 @@ Examples::
     asap-train --run-dir /work/runs/arm_swing --motion arm_swing --iterations 1500
     asap-train --run-dir /work/runs/arm_swing --resume --iterations 3000     # continue to 3000
     asap-train --run-dir /tmp/r --motion ../shared/data/asap_g1/motions/video_kick_level1_filter_amass.pkl
+    torchrun --nproc_per_node 2 -m asap_training.rl.train --run-dir /work/runs/r --device cuda --num-envs 4096
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -33,8 +36,10 @@ from tqdm import tqdm
 
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.parallel import add_threads_option, distributed_rank, use_threads
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.vecenv import RslRlVecEnv
+from asap_training.sim import SIMULATORS
 
 TRACKING_TERMS = (
     "body_pos",
@@ -75,6 +80,27 @@ class TrackingRunner(OnPolicyRunner):
         self._bar: tqdm | None = None
         self._log = self.logger.log
         self.logger.log = self._log_iteration
+
+    def _configure_multi_gpu(self) -> None:
+        """rsl_rl's multi-GPU set-up from torchrun's variables, for CPU processes too (gloo), so that a
+        machine without GPUs (CI) runs the same distributed path; NCCL and one GPU per process otherwise."""
+        if not self.device.startswith("cpu") or int(os.getenv("WORLD_SIZE", "1")) == 1:
+            super()._configure_multi_gpu()
+            return
+        self.gpu_world_size = int(os.environ["WORLD_SIZE"])
+        self.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0"))
+        self.gpu_global_rank = int(os.getenv("RANK", "0"))
+        self.is_distributed = True
+        self.cfg["multi_gpu"] = {"global_rank": self.gpu_global_rank, "local_rank": self.gpu_local_rank,
+                                 "world_size": self.gpu_world_size}
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("gloo", rank=self.gpu_global_rank,
+                                                 world_size=self.gpu_world_size)
+
+    @property
+    def is_main_process(self) -> bool:
+        """Rank 0 (or the only process): the one that logs, checkpoints and exports."""
+        return not self.is_distributed or self.gpu_global_rank == 0
 
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
         """rsl_rl's loop, with the progress bar closed at the end."""
@@ -124,7 +150,7 @@ class TrackingRunner(OnPolicyRunner):
             "time": time.time(),
         }
         self.history.append(row)
-        if lg.log_dir:
+        if lg.log_dir and self.is_main_process:
             with open(Path(lg.log_dir) / "progress.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
         with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints a page per iteration
@@ -136,7 +162,7 @@ class TrackingRunner(OnPolicyRunner):
                 learn_time=learn_time,
                 **kwargs,
             )
-        if self._progress:
+        if self._progress and self.is_main_process:
             if self._bar is None:
                 self._bar = tqdm(total=total_it, initial=start_it, desc="PPO", unit="it", dynamic_ncols=True)
             self._bar.update(1)
@@ -183,19 +209,31 @@ def train(
     env: TrackingEnv | None = None,
     before_learn: Callable[[TrackingRunner], None] | None = None,
     on_iteration: Callable[[TrackingRunner, int], None] | None = None,
+    device: str = "cpu",
 ) -> TrackingRunner:
     """Train until ``ppo_cfg.max_iterations`` (counting the iterations of a resumed run).
 
     ``env`` (built from ``env_cfg``) replaces the default tracking env, e.g. stage 2's delta env;
     ``before_learn`` sees the runner before the first update of a fresh run (e.g. a warm start);
-    ``on_iteration(runner, it)`` after each update.
+    ``on_iteration(runner, it)`` after each update. Under ``torchrun`` every process steps its own envs
+    (seeded ``seed + rank``), gradients are averaged across processes and rank 0 writes the run directory;
+    ``device`` ``cuda`` means this process's GPU (``cuda:<local rank>``).
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_params(run_dir, env_cfg, ppo_cfg)
-    torch.manual_seed(env_cfg.seed)
-    env = RslRlVecEnv(env or TrackingEnv(env_cfg))
+    rank, local_rank, _ = distributed_rank()
+    if rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_params(run_dir, env_cfg, ppo_cfg)
+    if device == "cuda":
+        device = f"cuda:{local_rank}"
+    torch.manual_seed(env_cfg.seed + rank)
+    env = RslRlVecEnv(env or TrackingEnv(dataclasses.replace(env_cfg, seed=env_cfg.seed + rank)))
     runner = TrackingRunner(
-        env, ppo_cfg.to_rsl_rl(), log_dir=str(run_dir), progress=progress, on_iteration=on_iteration
+        env,
+        ppo_cfg.to_rsl_rl(),
+        log_dir=str(run_dir),
+        progress=progress,
+        on_iteration=on_iteration,
+        device=device,
     )
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is not None:
@@ -231,7 +269,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue from the latest checkpoint of --run-dir with its saved configs",
     )
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument(
+        "--sim",
+        choices=sorted(SIMULATORS),
+        help="simulator backend (default mujoco: C MuJoCo on every core)",
+    )
+    p.add_argument("--device", default="cpu", help="torch device of the networks and PPO: cpu or cuda")
+    add_threads_option(p)
     p.add_argument("--no-export", action="store_true", help="do not write <run>/policy.onnx at the end")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -240,7 +284,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     """Command-line entry point."""
     args = _parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
+    threads = use_threads(args.threads)
     if args.resume and (args.run_dir / "params").is_dir():
         env_cfg, ppo_cfg = read_params(args.run_dir)
     else:
@@ -263,8 +307,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     if args.iterations is not None:
         ppo_cfg.max_iterations = args.iterations
-    runner = train(env_cfg, ppo_cfg, args.run_dir, resume=args.resume, progress=not args.quiet)
-    if not args.no_export:
+    if args.sim:
+        env_cfg.simulator = SIMULATORS[args.sim]
+    env_cfg.threads = threads
+    runner = train(env_cfg, ppo_cfg, args.run_dir, resume=args.resume, progress=not args.quiet,
+                   device=args.device)
+    if not args.no_export and runner.is_main_process:
         from asap_training.rl.export import export_runner
 
         sha = export_runner(runner, args.run_dir / "policy.onnx", run_name=str(args.run_dir))

@@ -9,7 +9,6 @@ env's trajectory does not depend on which worker steps it, so 1 and N threads gi
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,13 +18,9 @@ import numpy as np
 from asap_sim.model import FEET, G1Indices, as_slice
 from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
 from asap_training import quat
+from asap_training.parallel import default_threads
 from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (the default thread count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class MujocoCpuSimulator:
@@ -33,7 +28,8 @@ class MujocoCpuSimulator:
 
     ``models`` are variants of one G1 model built by ``asap_sim.model.build_model`` (same structure,
     different physics parameters, e.g. floor friction for domain randomization); each env steps with the
-    variant it was assigned (variant 0 at start). ``threads``: workers stepping physics (0 = every core).
+    variant it was assigned (variant 0 at start). ``threads``: workers stepping physics (0: the process's
+    default, :func:`asap_training.parallel.default_threads`).
     """
 
     def __init__(
@@ -58,7 +54,7 @@ class MujocoCpuSimulator:
         self.motor_params = motor_params
         self.latency_steps = latency_steps
         self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
-        self.threads = min(threads or available_cores(), num_envs)
+        self.threads = min(threads or default_threads(), num_envs)
         bounds = np.linspace(0, num_envs, self.threads + 1).round().astype(int)
         self._shards = [range(a, b) for a, b in itertools.pairwise(bounds)]
         self._pool = ThreadPoolExecutor(self.threads, "mujoco_cpu") if self.threads > 1 else None

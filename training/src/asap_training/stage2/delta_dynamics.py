@@ -57,6 +57,7 @@ from asap_core import g1
 from asap_core.joint_map import JointMap
 from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
+from asap_training.parallel import add_threads_option, use_threads
 from asap_training.sim.base import SimState
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
 from asap_training.stage2.dataset import RealDataset, load_dataset_for
@@ -523,11 +524,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--physics-dt", type=float, default=0.002, help="physics step to fit at (0.005: stage-1 fine-tuning)"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    add_threads_option(p)
     p.add_argument("--no-eval", action="store_true", help="skip the open-loop replay errors before/after")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     dataset = load_dataset_for("asap-deltadyn", args.dataset)
     cfg = DeltaDynCfg(
         k_steps=args.k,

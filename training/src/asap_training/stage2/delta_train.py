@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
 from asap_core.artifact import sha256_of
+from asap_training.parallel import add_threads_option, use_threads
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner, train
 from asap_training.stage2.dataset import RealDataset, load_dataset_for
@@ -180,10 +179,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="PPO from a zero-initialized πΔ (the paper's way; needs far more samples than 2 cores give)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    add_threads_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     dataset = load_dataset_for("asap-delta", args.dataset)
     path, sha = train_delta(
         dataset,

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from asap_core.artifact import load_artifact
+from asap_training.parallel import add_threads_option, use_threads
 from asap_training.stage2.dataset import RealDataset
 
 GRAPH_ATTEMPTS = 3
@@ -362,7 +363,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--baselines", nargs="*", default=[], choices=BASELINES,
         help="also fit and fine-tune these baselines with the same data and budget",
     )  # fmt: skip
+    add_threads_option(p)
     args = p.parse_args(argv)
+    use_threads(args.threads)
     overrides = {
         k: v
         for k, v in {

@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import torch
-
 from asap_core.artifact import Provenance, load_artifact
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
+from asap_training.parallel import add_threads_option, use_threads
 from asap_training.rl.export import export_runner
 from asap_training.rl.train import latest_checkpoint, read_params, train
 from asap_training.stage2.delta_model import DeltaModel
@@ -129,9 +128,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--dataset-sha256", default="", help="provenance: the dataset the correction was fitted on"
     )
     p.add_argument("--seed", type=int, default=0)
+    add_threads_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    use_threads(args.threads)
     cfg = FineTuneCfg(
         iterations=args.iterations,
         num_envs=args.num_envs,

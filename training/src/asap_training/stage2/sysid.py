@@ -53,6 +53,7 @@ from tqdm import tqdm
 from asap_sim.model import BASE_BODY
 from asap_sim.profiles import load_profile
 from asap_training.metrics import ERROR_METRICS
+from asap_training.parallel import add_threads_option, use_threads
 from asap_training.stage2.dataset import RealDataset, load_dataset_for
 from asap_training.stage2.openloop import HORIZONS_S, open_loop_errors
 
@@ -376,8 +377,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--metric", choices=ERROR_METRICS, default="e_g_mpjpe_mm", help="open-loop metric to minimise"
     )
     p.add_argument("--max-windows", type=int, default=64, help="replay windows per evaluation (default 64)")
+    add_threads_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
+    use_threads(args.threads)
     dataset = load_dataset_for("asap-sysid", args.dataset)
     cfg = SysidCfg(
         max_evaluations=args.max_evals,

@@ -1,0 +1,44 @@
+"""How many CPU threads this process steps physics and runs torch with, under torchrun or alone."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+
+_threads: int | None = None
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def distributed_rank() -> tuple[int, int, int]:
+    """(global rank, local rank, processes on this machine) from torchrun's environment; (0, 0, 1) alone."""
+    return (int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0")),
+            int(os.getenv("LOCAL_WORLD_SIZE", "1")))
+
+
+def default_threads() -> int:
+    """What ``threads=0`` means: the count :func:`use_threads` set, else this machine's cores shared among
+    the processes torchrun started on it."""
+    return _threads or max(1, available_cores() // distributed_rank()[2])
+
+
+def use_threads(requested: int = 0) -> int:
+    """Set the threads of this process (physics workers and torch's intra-op pool): ``requested``, or
+    :func:`default_threads` for 0. Command lines call it once with their ``--threads``."""
+    global _threads
+    _threads = None
+    _threads = requested or default_threads()
+    torch.set_num_threads(_threads)
+    return _threads
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads`` of every training command line (pass its value to :func:`use_threads`)."""
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads for physics and torch (default 0: every core, shared among the "
+                        "processes torchrun starts on this machine)")
