@@ -2,8 +2,8 @@
 
     python training/bench/bench_delta.py [--envs 32] [--steps 40] [--iterations 60] [--gap weak_ankles]
 
-1. The delta env (open-loop replays at the twin's 500 Hz, Table II rewards, the πΔ observation) against bare
-   ``mj_step`` replaying the same trajectories, CPU time of this process (as ``bench_env.py``).
+1. The delta env (open-loop replays at the twin's 500 Hz, Table II rewards, the πΔ observation) against
+   single-thread ``mj_step`` from the states it visits, wall clock, every core (as ``bench_env.py``).
 2. The wall time the πΔ fit (warm start, then PPO; ``asap-delta``'s defaults) needs to bring the open-loop
    replay error (1.0 s horizon, E_g-mpjpe) on a recording of the shipped policy on the twin with a reality
    gap below ``--target`` × the uncorrected error, scored every ``--check-every`` iterations (the curve).
@@ -12,17 +12,16 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
-from bench_env import env_policy_steps_per_s, raw_policy_steps_per_s
+from bench_env import env_step_per_s, raw_mj_step_per_s
 
 from asap_core.artifact import load_artifact
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.parallel import use_threads
 from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
 from asap_training.stage2.dataset import RealDataset
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
@@ -40,9 +39,10 @@ def recording(gap: str) -> RealDataset:
     return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
 
-def noisy_delta(env: TrackingEnv, rng: np.random.Generator) -> np.ndarray:
+def noisy_delta(env: TrackingEnv) -> torch.Tensor:
     """Exploration-sized Δa, as in early πΔ training."""
-    return rng.normal(scale=0.1, size=(env.num_envs, env.num_actions))
+    shape = (env.num_envs, env.num_actions)
+    return 0.1 * torch.randn(shape, generator=env.rng, device=env.device, dtype=env.dtype)
 
 
 def main() -> None:
@@ -56,16 +56,15 @@ def main() -> None:
     p.add_argument("--check-every", type=int, default=10, help="PPO iterations between error checks")
     p.add_argument("--iterations", type=int, default=60, help="PPO iterations after the warm start")
     args = p.parse_args()
-    torch.set_num_threads(1)
+    threads = use_threads(0)
     ds = recording(args.gap)
-    make = functools.partial(
-        DeltaEnv, delta_env_cfg(ds, num_envs=args.envs), ds, DeltaCfg(joints=tuple(args.joints))
-    )
-    raw = raw_policy_steps_per_s(make, noisy_delta, args.steps)
-    env = env_policy_steps_per_s(make, noisy_delta, args.steps)
+    delta_env = DeltaEnv(delta_env_cfg(ds, num_envs=args.envs), ds, DeltaCfg(joints=tuple(args.joints)))
+    env = env_step_per_s(delta_env, args.steps, noisy_delta)
+    raw = raw_mj_step_per_s(delta_env) / delta_env.cfg.decimation
     print(f"recording: shipped policy on the twin, '{args.gap}' gap, {ds.num_steps} ticks")
-    print("delta env, 500 Hz physics (PD every step), 50 Hz policy, 1 thread, CPU time per core")
-    print(f"  raw mj_step {raw:8.0f} samples/s   delta env {env:8.0f} samples/s   env/raw {env / raw:.2f}")
+    print(f"delta env, 500 Hz physics, 50 Hz policy, {threads} threads; samples/s, wall clock")
+    print(f"  raw mj_step (1 thread) {raw:8.0f} samples/s   delta env {env:8.0f} samples/s   "
+          f"env / (threads x raw) {env / (threads * raw):.2f}")
     before = open_loop_errors(ds)["1"]["e_g_mpjpe_mm"]
     goal = args.target * before
     print(f"fit πΔ: open-loop 1.0 s E_g-mpjpe {before:.1f} mm uncorrected; target {goal:.1f} mm")

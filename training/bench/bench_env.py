@@ -26,9 +26,11 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 
 import mujoco
 import numpy as np
+import torch
 
 from asap_sim.motor import EFFORT_LIMIT, drive_ctrl
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
@@ -57,13 +59,13 @@ class LegacySimulator(MujocoCpuSimulator):
 
     def step(self, command, substeps: int) -> None:
         """Keep the command's drive terms for the per-step law."""
-        ctrl = drive_ctrl(command, self.motor_params)
+        ctrl = torch.as_tensor(drive_ctrl(command, self.motor_params)).numpy()
         self._command_ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
         super().step(command, substeps)
 
     def _step_shard(self, envs: range, pieces: list) -> None:
         n, limit = len(self._bias_ctrl), EFFORT_LIMIT
-        q, dq = self.state.joint_pos, self.state.joint_vel
+        q, dq = self._state.joint_pos, self._state.joint_vel
         for start in range(envs.start, envs.stop, 8):
             chunk = slice(start, min(start + 8, envs.stop))
             datas, models = self.datas[chunk], [self.models[v] for v in self.variant[chunk]]
@@ -92,18 +94,17 @@ def make_env(sim: str, device: str, num_envs: int, threads: int, physics_dt: flo
              ) -> TrackingEnv:
     """The bench env: default MDP, no randomization (one model), fixed seed."""
     target = f"{__name__}:LegacySimulator" if sim == "legacy" else SIMULATORS[sim]
-    args = {"device": device} if sim not in ("mujoco", "legacy") else {}
     return TrackingEnv(TrackingEnvCfg(num_envs=num_envs, domain_rand=NO_DR, seed=0, threads=threads,
                                       physics_dt=physics_dt, decimation=decimation, simulator=target,
-                                      simulator_args=args))
+                                      device=device))
 
 
-def reference_actions(env: TrackingEnv, rng: np.random.Generator, noise: float = 0.1) -> np.ndarray:
+def reference_actions(env: TrackingEnv, noise: float = 0.1) -> torch.Tensor:
     """Open-loop tracking actions (the reference's next joint angles) plus noise: robots that stand, sway,
     sometimes fall and are reset, as during training."""
     nxt = env.motions.sample(env.motion_ids, env.motion_time_s + env.dt)
     a = (nxt.dof_pos - env.default_q) / env.cfg.actions.scale
-    return a + rng.normal(scale=noise, size=a.shape)
+    return a + noise * torch.randn(a.shape, generator=env.rng, device=env.device, dtype=env.dtype)
 
 
 def raw_mj_step_per_s(env: TrackingEnv, max_envs: int = 64) -> float:
@@ -122,14 +123,21 @@ def raw_mj_step_per_s(env: TrackingEnv, max_envs: int = 64) -> float:
     return steps / elapsed
 
 
-def env_step_per_s(env: TrackingEnv, steps: int) -> float:
-    """Wall-clock env transitions per second of the MDP step alone."""
-    rng = np.random.default_rng(0)
-    actions = [reference_actions(env, rng) for _ in range(steps)]
+def env_step_per_s(
+    env: TrackingEnv, steps: int, act: Callable[[TrackingEnv], torch.Tensor] = reference_actions
+) -> float:
+    """Wall-clock env transitions per second of the MDP step alone (actions from ``act``)."""
     start = time.perf_counter()
-    for a in actions:
-        env.step(a)
+    for _ in range(steps):
+        env.step(act(env))
+    synchronize(env.device)
     return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work before reading the clock."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def training_per_s(env: TrackingEnv, iterations: int, device: str) -> tuple[float, float]:
@@ -150,7 +158,7 @@ def measure(config: str, steps: int, iterations: int, physics_dt: float, decimat
     env = make_env(sim, device, num_envs, threads, physics_dt, decimation)
     env_sps = env_step_per_s(env, steps)
     raw = raw_mj_step_per_s(env)
-    collect, total = training_per_s(env, iterations, "cpu" if device == "cpu" else device)
+    collect, total = training_per_s(env, iterations, device)
     return {
         "sim": sim,
         "device": device,

@@ -35,7 +35,7 @@ DRIVER = textwrap.dedent(
             "actor": runner.alg.actor.state_dict(),
             "critic": runner.alg.critic.state_dict(),
             "env_seed": env.cfg.seed,
-            "joint_pos": torch.from_numpy(env.state.joint_pos.copy()),
+            "joint_pos": env.state.joint_pos.clone(),
         },
         out / f"rank{distributed_rank()[0]}.pt",
     )

@@ -7,6 +7,7 @@ import dataclasses
 import mujoco
 import numpy as np
 import pytest
+import torch
 
 from asap_core import g1
 from asap_core.joint_map import JointMap
@@ -33,7 +34,7 @@ def deploy_inputs(env: TrackingEnv, i: int, joint_map: JointMap) -> ObsInputs:
     model = env.sim.models[env.sim.variant[i]]
     idx = G1Indices.from_model(model)
     data = mujoco.MjData(model)
-    data.qpos[:], data.qvel[:] = env.sim.datas[i].qpos, env.sim.datas[i].qvel
+    data.qpos[:], data.qvel[:] = env.sim.datas[i].qpos, env.sim.datas[i].qvel  # the CPU backend's MjData
     mujoco.mj_forward(model, data)  # sensors of exactly this state
     return ObsInputs.from_motor_order(
         joint_map,
@@ -41,7 +42,7 @@ def deploy_inputs(env: TrackingEnv, i: int, joint_map: JointMap) -> ObsInputs:
         dq=data.qvel[idx.qvel],
         quat_wxyz=data.sensordata[idx.sensor["imu_quat"]],
         gyro_b=data.sensordata[idx.sensor["imu_gyro"]],
-        last_action=env.action[i].copy(),
+        last_action=env.action[i].numpy().copy(),
         phase=motion_phase(
             int(env.episode_step[i]), env.dt, float(env.motions.duration_s[env.motion_ids[i]])
         ),
@@ -53,48 +54,49 @@ def test_actor_observation_equals_the_deploy_builder(env):
     """Training observation == asap_core's deploy builder fed from IMU sensors + motor order (1e-6)."""
     rng = np.random.default_rng(0)
     joint_map = JointMap.from_names(env.cfg.joint_names, g1.MOTOR_ORDER)
-    env.reset(np.arange(env.num_envs))
+    env.reset(torch.arange(env.num_envs))
     builders = [ObservationBuilder(spec=env.actor_spec) for _ in range(env.num_envs)]
     obs = env.observations()["actor"]
     checked = 0
     for _ in range(12):
         for i, b in enumerate(builders):
             deploy = b.build(deploy_inputs(env, i, joint_map))
-            np.testing.assert_allclose(obs[i], deploy, atol=1e-6, rtol=0)
+            np.testing.assert_allclose(obs[i].numpy(), deploy, atol=1e-6, rtol=0)
             checked += 1
-        out, _, done, _ = env.step(rng.normal(scale=0.5, size=(env.num_envs, env.num_actions)))
+        actions = torch.as_tensor(rng.normal(scale=0.5, size=(env.num_envs, env.num_actions)))
+        out, _, done, _ = env.step(actions)
         obs = out["actor"]
-        for i in np.flatnonzero(done):
+        for i in done.nonzero().flatten().tolist():
             builders[i].reset()
     assert obs.shape == (env.num_envs, 380) and checked == 48
 
 
 def test_reset_puts_the_robot_on_the_reference(env):
-    env.reset(np.arange(env.num_envs))
-    err = np.linalg.norm(env.points.pos_w - env.ref.pos_w, axis=-1)
+    env.reset(torch.arange(env.num_envs))
+    err = torch.linalg.norm(env.points.pos_w - env.ref.pos_w, dim=-1)
     assert err.max() < 1e-9
-    np.testing.assert_allclose(env.q, env.ref.dof_pos, atol=1e-12)
-    assert np.all(env.episode_step == 0) and np.all(env.phase == 0.0)
+    torch.testing.assert_close(env.q, env.ref.dof_pos, atol=1e-12, rtol=0)
+    assert bool((env.episode_step == 0).all()) and bool((env.phase == 0.0).all())
 
 
 def test_tilted_robot_terminates_and_is_penalized():
     env = make_env(num_envs=2)
-    env.reset(np.arange(2))
+    env.reset(torch.arange(2))
     tilt = np.array([np.cos(0.6), np.sin(0.6), 0, 0])  # 69° roll: |g_y| = sin(69°) > 0.8
     d = env.sim.datas[1]
     d.qpos[3:7] = tilt
     mujoco.mj_forward(env.sim.models[0], d)
-    _, reward, done, extras = env.step(np.zeros((2, env.num_actions)))
+    _, reward, done, extras = env.step(torch.zeros(2, env.num_actions))
     assert done[1] and not extras["time_outs"][1] and not done[0]
     assert reward[1] < reward[0] - 200 * env.dt * 0.9
 
 
 def test_motion_end_is_a_time_out():
     env = make_env(num_envs=1, random_start=False)
-    steps = round(env.motions.duration_s[0] / env.dt)
+    steps = round(float(env.motions.duration_s[0]) / env.dt)
     env.episode_step[:] = steps - 1
     env.motion_start_s[:] = 0.0
-    _, _, done, extras = env.step(np.zeros((1, env.num_actions)))
+    _, _, done, extras = env.step(torch.zeros(1, env.num_actions))
     assert done[0] and extras["time_outs"][0]
 
 
@@ -102,13 +104,13 @@ class ConstantDelta:
     """A Δa source for the test: a fixed correction on one joint."""
 
     def __init__(self, env: TrackingEnv, joint: str, value: float) -> None:
-        self.delta = np.zeros(env.num_actions)
+        self.delta = torch.zeros(env.num_actions, dtype=env.dtype)
         self.delta[env.cfg.joint_names.index(joint)] = value
-        self.seen: list[np.ndarray] = []
+        self.seen: list[torch.Tensor] = []
 
-    def __call__(self, env: TrackingEnv, action: np.ndarray) -> np.ndarray:
-        self.seen.append(action.copy())
-        return np.broadcast_to(self.delta, action.shape)
+    def __call__(self, env: TrackingEnv, action: torch.Tensor) -> torch.Tensor:
+        self.seen.append(action.clone())
+        return self.delta.expand(action.shape)
 
 
 def make_constant_delta(env: TrackingEnv, joint: str, value: float) -> ConstantDelta:
@@ -128,15 +130,15 @@ def test_delta_action_plugs_in_by_configuration(monkeypatch):
     targets = {}
     for name, e in (("plain", base), ("delta", env)):
         sent = []
-        monkeypatch.setattr(e.sim, "step", lambda cmd, n, sent=sent: sent.append(cmd.q.copy()))
-        action = np.full((1, e.num_actions), 0.1)
+        monkeypatch.setattr(e.sim, "step", lambda cmd, n, sent=sent: sent.append(cmd.q.clone()))
+        action = torch.full((1, e.num_actions), 0.1, dtype=e.dtype)
         e.step(action)
         targets[name] = sent[0]
     diff = targets["delta"] - targets["plain"]
     knee = g1.MOTOR_ORDER.index("left_knee_joint")
-    assert diff[0, knee] == pytest.approx(0.25 * 0.4)
-    assert np.count_nonzero(np.abs(diff) > 1e-12) == 1
-    np.testing.assert_allclose(env.delta_source.seen[0], action)  # sees a, not a_{t-1}
+    assert float(diff[0, knee]) == pytest.approx(0.25 * 0.4)
+    assert int((diff.abs() > 1e-12).sum()) == 1
+    torch.testing.assert_close(env.delta_source.seen[0], action)  # sees a, not a_{t-1}
 
 
 def test_domain_randomization_varies_per_env():
@@ -152,5 +154,5 @@ def test_domain_randomization_varies_per_env():
     assert frictions == {0.2, 0.65, 1.1}
     assert len(set(env.sim.variant.tolist())) > 1
     kp = env.sim.motor_params.kp_scale
-    assert kp.shape == (16, 29) and kp.min() >= 0.925 and kp.max() <= 1.05 and np.ptp(kp[:, 0]) > 0
+    assert kp.shape == (16, 29) and kp.min() >= 0.925 and kp.max() <= 1.05 and kp[:, 0].std() > 0
     assert set(env.delay.tolist()) <= {1, 2} and len(set(env.delay.tolist())) == 2

@@ -35,7 +35,7 @@ def _rollout(sim: MujocoCpuSimulator, commands: list[MotorCommand], substeps: in
     for cmd in commands:
         sim.step(cmd, substeps)
         for key, trace in out.items():
-            trace.append(getattr(sim.state, key).copy())
+            trace.append(getattr(sim.state, key).numpy().copy())
     return {key: np.array(trace) for key, trace in out.items()}
 
 

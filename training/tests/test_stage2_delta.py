@@ -70,7 +70,8 @@ def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tu
     real = action_path.joint_targets
 
     def spy(action, delta, default_q, scale):
-        calls.append((action.copy(), None if delta is None else delta.copy(), scale))
+        copy = lambda x: torch.as_tensor(x).numpy().copy()  # noqa: E731
+        calls.append((copy(action), None if delta is None else copy(delta), scale))
         return real(action, delta, default_q, scale)
 
     monkeypatch.setattr(action_path, "joint_targets", spy)

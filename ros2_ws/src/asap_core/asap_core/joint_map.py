@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from asap_core.arrays import is_tensor
+
 
 class JointMapError(ValueError):
     """Two joint orders cannot be mapped (unknown, duplicate or missing names)."""
@@ -53,20 +55,25 @@ class JointMap:
         """Reorder ``values`` (last axis in source order) into target order.
 
         Target joints missing from the source take ``fill`` (a scalar or a target-order array).
+        numpy arrays or torch tensors (the output is of the same kind, dtype and device).
         """
-        values = np.asarray(values)
+        values = values if is_tensor(values) else np.asarray(values)
         if values.shape[-1] != len(self.source):
             raise JointMapError(
                 f"expected {len(self.source)} values in source order, got {values.shape[-1]}"
             )
         shape = (*values.shape[:-1], len(self.target))
-        out = np.broadcast_to(np.asarray(fill, dtype=values.dtype), shape).copy()
+        if is_tensor(values):
+            out = values.new_zeros(shape)
+            out[...] = fill if is_tensor(fill) or not hasattr(fill, "shape") else values.new_tensor(fill)
+        else:
+            out = np.broadcast_to(np.asarray(fill, dtype=values.dtype), shape).copy()
         out[..., self.index] = values
         return out
 
     def gather(self, target_values: np.ndarray) -> np.ndarray:
         """The inverse direction: pick source-order values out of a target-order vector."""
-        target_values = np.asarray(target_values)
+        target_values = target_values if is_tensor(target_values) else np.asarray(target_values)
         if target_values.shape[-1] != len(self.target):
             raise JointMapError(
                 f"expected {len(self.target)} values in target order, got {target_values.shape[-1]}"

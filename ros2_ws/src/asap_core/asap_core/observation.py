@@ -10,8 +10,9 @@ form: keys sorted alphabetically, ``history_actor`` expanded in place into one b
 component key (sorted), each block ``[value(t-1), ..., value(t-4)]``; the history is updated
 after the observation is built, so it holds t-1..t-4. :func:`asap_actor_spec` builds it.
 
-Terms are small pure functions of :class:`ObsInputs` and work on any leading batch shape, so
-training computes the same quantities for many environments with the same code. History buffers
+Terms are small pure functions of :class:`ObsInputs` and work on any leading batch shape, on numpy
+arrays and on torch tensors (:mod:`asap_core.arrays`), so training computes the same quantities for many
+environments, on its simulator's device, with the same code. History buffers
 store the *unscaled* term values; scaling is linear, so this equals ASAP's scaled buffers (and
 training can add its pre-scale noise to the values it hands to :meth:`ObservationBuilder.build_from_values`).
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from asap_core.arrays import as_float, concat, copy, stack
 from asap_core.joint_map import JointMap
 
 
@@ -67,32 +69,35 @@ TermFn = Callable[[ObsInputs], np.ndarray]
 
 def actions(s: ObsInputs) -> np.ndarray:
     """The previous action a_{t-1}."""
-    return np.asarray(s.last_action, dtype=np.float64)
+    return as_float(s.last_action)
 
 
 def base_ang_vel(s: ObsInputs) -> np.ndarray:
     """Pelvis angular velocity in the pelvis frame (the IMU gyroscope)."""
-    return np.asarray(s.gyro_b, dtype=np.float64)
+    return as_float(s.gyro_b)
 
 
 def dof_pos(s: ObsInputs) -> np.ndarray:
     """Joint positions relative to the default pose, q - q_default."""
-    return np.asarray(s.q, dtype=np.float64) - np.asarray(s.default_q, dtype=np.float64)
+    return as_float(s.q) - as_float(s.default_q)
 
 
 def dof_vel(s: ObsInputs) -> np.ndarray:
     """Joint velocities."""
-    return np.asarray(s.dq, dtype=np.float64)
+    return as_float(s.dq)
 
 
 def projected_gravity(s: ObsInputs) -> np.ndarray:
-    """The unit gravity vector (0, 0, -1) expressed in the pelvis frame: R(q)^T g."""
-    return quat_rotate_inverse(s.quat_wxyz, np.array([0.0, 0.0, -1.0]))
+    """The unit gravity vector (0, 0, -1) expressed in the pelvis frame: R(q)^T g, i.e. minus the third
+    row of R(q), written out."""
+    q = as_float(s.quat_wxyz)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return stack([2.0 * (w * y - x * z), -2.0 * (y * z + w * x), 2.0 * (x * x + y * y) - 1.0])
 
 
 def ref_motion_phase(s: ObsInputs) -> np.ndarray:
     """The motion phase as a 1-vector."""
-    return np.asarray(s.phase, dtype=np.float64)[..., None]
+    return as_float(s.phase)[..., None]
 
 
 TERMS: Mapping[str, TermFn] = MappingProxyType(
@@ -113,11 +118,12 @@ def term_dim(name: str, num_joints: int) -> int:
 
 def quat_rotate_inverse(quat_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate ``v`` [..., 3] by the inverse of unit quaternions [..., 4] (w, x, y, z)."""
-    q = np.asarray(quat_wxyz, dtype=np.float64)
+    q, v = as_float(quat_wxyz), as_float(v)
     w, u = q[..., :1], q[..., 1:]
-    v = np.broadcast_to(np.asarray(v, dtype=np.float64), u.shape)
-    return (v * (2.0 * w * w - 1.0) - np.cross(u, v) * (2.0 * w)
-            + u * (2.0 * np.sum(u * v, axis=-1, keepdims=True)))
+    ux, uy, uz, vx, vy, vz = u[..., 0], u[..., 1], u[..., 2], v[..., 0], v[..., 1], v[..., 2]
+    cross = stack([uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx])
+    dot = (ux * vx + uy * vy + uz * vz)[..., None]
+    return v * (2.0 * w * w - 1.0) - cross * (2.0 * w) + u * (2.0 * dot)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,8 +235,8 @@ def assemble(spec: ObservationSpec, values: Mapping[str, np.ndarray],
         else:
             block = values[t.name]
         parts.append(block * t.scale)
-    obs = np.concatenate(parts, axis=-1)
-    return obs if spec.clip is None else np.clip(obs, -spec.clip, spec.clip)
+    obs = concat(parts)
+    return obs if spec.clip is None else obs.clip(-spec.clip, spec.clip)
 
 
 @dataclass(kw_only=True)
@@ -239,15 +245,17 @@ class ObservationBuilder:
 
     ``build`` computes the terms, assembles the vector from the history as it stands (t-1 ...),
     then pushes the new values, exactly ASAP's order. ``reset`` zeroes the history, as ASAP does
-    at episode start and on a policy switch.
+    at episode start and on a policy switch. ``zeros(shape)`` makes the history buffers (numpy
+    float64 by default; training passes a torch allocator for its device).
     """
 
     spec: ObservationSpec
     batch_shape: tuple[int, ...] = ()
+    zeros: Callable[[tuple[int, ...]], Any] = np.zeros
     _history: dict[str, np.ndarray] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._history = {name: np.zeros((*self.batch_shape, h, self._dim_of(name)))
+        self._history = {name: self.zeros((*self.batch_shape, h, self._dim_of(name)))
                          for name, h in self.spec.history_lengths.items()}
 
     def _dim_of(self, name: str) -> int:
@@ -259,7 +267,7 @@ class ObservationBuilder:
             if mask is None:
                 buf[...] = 0.0
             else:
-                buf[np.asarray(mask, dtype=bool)] = 0.0
+                buf[mask] = 0.0
 
     def build(self, inputs: ObsInputs) -> np.ndarray:
         """The observation at this tick [..., spec.dim]; advances the history by one tick."""
@@ -269,7 +277,7 @@ class ObservationBuilder:
         """As :meth:`build`, from term values computed (and perhaps noised) by the caller."""
         obs = assemble(self.spec, values, self._history)
         for name, buf in self._history.items():
-            buf[..., 1:, :] = buf[..., :-1, :]  # numpy copies overlapping slices safely
+            buf[..., 1:, :] = copy(buf[..., :-1, :])  # torch refuses overlapping in-place copies
             buf[..., 0, :] = values[name]
         return obs
 

@@ -142,3 +142,23 @@ def test_motion_phase() -> None:
     assert motion_phase(0, 0.02, 2.0) == 0.0
     assert motion_phase(50, 0.02, 2.0) == pytest.approx(0.5)
     assert motion_phase(150, 0.02, 2.0) == 1.0
+
+
+def test_the_same_builder_runs_on_torch_tensors() -> None:
+    """Training feeds torch tensors through the deploy terms: equal to the numpy observation."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    quat = rng.normal(size=(5, 4))
+    quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+    arrays = {"q": rng.normal(size=(5, 23)), "dq": rng.normal(size=(5, 23)), "quat_wxyz": quat,
+              "gyro_b": rng.normal(size=(5, 3)), "last_action": rng.normal(size=(5, 23)),
+              "phase": rng.random(5), "default_q": rng.normal(size=23)}
+    spec = asap_actor_spec(23)
+    numpy_builder = ObservationBuilder(spec=spec, batch_shape=(5,))
+    torch_builder = ObservationBuilder(spec=spec, batch_shape=(5,),
+                                       zeros=lambda shape: torch.zeros(shape, dtype=torch.float64))
+    for _ in range(3):  # the history shifts too
+        expected = numpy_builder.build(ObsInputs(**arrays))
+        got = torch_builder.build(ObsInputs(**{k: torch.as_tensor(v) for k, v in arrays.items()}))
+        assert isinstance(got, torch.Tensor)
+        np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)

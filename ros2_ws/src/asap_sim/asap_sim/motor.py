@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asap_core import g1
+from asap_core.arrays import as_float, broadcast, concat, namespace, where
 from asap_sim.profiles import DynamicsProfile
 
 EFFORT_LIMIT = g1.joint_array("effort_limit", g1.MOTOR_ORDER)
@@ -53,11 +54,13 @@ class MotorCommand:
 
     @classmethod
     def position(cls, q: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> MotorCommand:
-        """Every motor on, tracking ``q`` with zero velocity target and no feed-forward."""
-        q = np.asarray(q, dtype=np.float64)
-        zeros = np.zeros_like(q)
-        return cls(mode=np.ones_like(q), q=q, dq=zeros, tau=zeros.copy(),
-                   kp=np.broadcast_to(kp, q.shape).copy(), kd=np.broadcast_to(kd, q.shape).copy())
+        """Every motor on, tracking ``q`` with zero velocity target and no feed-forward (numpy arrays,
+        or torch tensors with ``kp``/``kd`` tensors too). ``kp``/``kd`` broadcast: shared, not copied."""
+        q = as_float(q)
+        xp = namespace(q)
+        zeros = xp.zeros_like(q)
+        return cls(mode=xp.ones_like(q), q=q, dq=zeros, tau=zeros, kp=xp.broadcast_to(kp, q.shape),
+                   kd=xp.broadcast_to(kd, q.shape))
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -77,13 +80,12 @@ class MotorParams:
 def drive_ctrl(cmd: MotorCommand, params: MotorParams) -> np.ndarray:
     """The drive actuators' ctrl for ``cmd``: ``(..., 3*29)`` = ``[bias | kp | kd]`` (``asap_sim.model.
     DRIVE_TERMS``), ``bias = kp*q + kd*dq + tau``, gains scaled by ``params``, all zero where a motor is
-    off (whatever else its slot holds)."""
+    off (whatever else its slot holds). numpy arrays or torch tensors (:mod:`asap_core.arrays`)."""
     on = cmd.mode != 0
-    kp = np.where(on, params.kp_scale * cmd.kp, 0.0)
-    kd = np.where(on, params.kd_scale * cmd.kd, 0.0)
-    bias = np.where(on, kp * cmd.q + kd * cmd.dq + cmd.tau, 0.0)
-    kp, kd, bias = np.broadcast_arrays(kp, kd, bias)
-    return np.concatenate((bias, kp, kd), axis=-1)
+    kp = where(on, params.kp_scale * cmd.kp, 0.0)
+    kd = where(on, params.kd_scale * cmd.kd, 0.0)
+    bias = where(on, kp * cmd.q + kd * cmd.dq + cmd.tau, 0.0)
+    return concat(broadcast(bias, kp, kd))
 
 
 def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorParams, *,

@@ -116,3 +116,18 @@ def test_zero_delay_is_pass_through() -> None:
 def test_negative_delay_rejected() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         ControlDelay(-1, 1, (3,))
+
+
+def test_drive_ctrl_on_torch_tensors_equals_numpy() -> None:
+    """Training computes the ctrl of a batch on its device with the same function."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    n = g1.NUM_MOTORS
+    cmd = MotorCommand(mode=(rng.random((4, n)) > 0.3) * 1.0, q=rng.normal(size=(4, n)),
+                       dq=rng.normal(size=(4, n)), tau=rng.normal(size=(4, n)), kp=rng.uniform(0, 100, n),
+                       kd=rng.uniform(0, 5, n))
+    params = MotorParams(kp_scale=rng.uniform(0.9, 1.1, (4, n)), kd_scale=rng.uniform(0.9, 1.1, n))
+    as_torch = lambda obj: type(obj)(**{k: torch.as_tensor(v) for k, v in vars(obj).items()})  # noqa: E731
+    got = drive_ctrl(as_torch(cmd), as_torch(params))
+    assert isinstance(got, torch.Tensor) and got.shape == (4, 3 * n)
+    np.testing.assert_allclose(got.numpy(), drive_ctrl(cmd, params), atol=1e-12)

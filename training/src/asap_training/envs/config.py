@@ -170,6 +170,9 @@ class TrackingEnvCfg:
     """Backend class (``module:Class``) implementing :class:`asap_training.sim.base.Simulator`."""
     simulator_args: dict[str, Any] = field(default_factory=dict)
     """Extra keyword arguments of the backend (e.g. a learned residual model's path)."""
+    device: str = "cpu"
+    """Where physics state and the MDP live: ``cpu`` (the MuJoCo CPU backend) or ``cuda[:N]`` (MuJoCo Warp);
+    the networks follow the runner's ``--device``."""
     threads: int = 0
     """CPU threads stepping physics (0: the process's ``--threads``, else every core). Trajectories do not
     depend on it."""

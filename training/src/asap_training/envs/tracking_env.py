@@ -1,8 +1,10 @@
-"""ASAP stage-1 motion tracking over a batch of simulated G1s, in numpy (torch only in the RL adapter).
+"""ASAP stage-1 motion tracking over a batch of simulated G1s, batched in torch on the simulator's device.
 
 One policy step: action (→ optional Δa) → PD targets → ``decimation`` physics steps → reference at the new
 motion time → rewards → terminations → resets (reference-state init) → observations. Every quantity that
-enters an observation, reward or termination is a named term selected by :class:`TrackingEnvCfg`.
+enters an observation, reward or termination is a named term selected by :class:`TrackingEnvCfg`. All of it
+runs on the simulator's device (``TrackingEnvCfg.device``) in its dtype: on a GPU backend no step copies
+anything between host and device; on the CPU backend the tensors share memory with MuJoCo's arrays.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
+import torch
 
 from asap_core import g1
 from asap_core.joint_map import JointMap
@@ -55,44 +58,73 @@ class TrackingEnv:
         self.cfg = cfg
         self.num_envs = n = cfg.num_envs
         self.dt = cfg.dt
-        self.rng = np.random.default_rng(cfg.seed)
+        self.device = torch.device(cfg.device)
         self.profile = load_profile(cfg.profile)
         models = self._build_models()
         self.kin = G1Kinematics(models[0])
-        self.motions = motions or build_library(cfg.motions, self.kin, cfg.joint_names)
-        if self.motions.joint_names != tuple(cfg.joint_names):
+        library = motions or build_library(cfg.motions, self.kin, cfg.joint_names)
+        if library.joint_names != tuple(cfg.joint_names):
             raise ValueError("the motion library's joints differ from the env's policy joints")
         self.sim = action_path.resolve(cfg.simulator)(
             models,
             n,
-            self._motor_params(np.ones((n, g1.NUM_MOTORS))),
+            self._motor_params(torch.ones(n, g1.NUM_MOTORS, device=self.device, dtype=torch.float64)),
             latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
             threads=cfg.threads,
+            device=cfg.device,
             **cfg.simulator_args,
         )
+        self.dtype = self.sim.state.root_pos_w.dtype
+        self.rng = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.motions = library.to(self.device, self.dtype)
         self.num_actions = self._action_dim()
         self._setup_joints()
         self._setup_terms()
         self.max_delay = (
             self._delay_steps(cfg.domain_rand.delay_ms_range[1]) if cfg.domain_rand.delay_ms_range else 0
         )
-        self._queue = np.zeros((n, self.max_delay + 1, self.num_actions))
-        self.delay = np.zeros(n, dtype=np.intp)
-        self.action = np.zeros((n, self.num_actions))
-        self.prev_action = np.zeros_like(self.action)
-        self.motion_ids = np.zeros(n, dtype=np.intp)
-        self.motion_start_s = np.zeros(n)
-        self.episode_step = np.zeros(n, dtype=np.int64)
-        self.terminated = np.zeros(n, dtype=bool)
-        self.time_out = np.zeros(n, dtype=bool)
-        self.push_timer_s = np.zeros(n)
+        self._queue = self._zeros(n, self.max_delay + 1, self.num_actions)
+        self._env_index = torch.arange(n, device=self.device)
+        self.delay = torch.zeros(n, dtype=torch.long, device=self.device)
+        self.action = self._zeros(n, self.num_actions)
+        self.prev_action = self._zeros(n, self.num_actions)
+        self.motion_ids = torch.zeros(n, dtype=torch.long, device=self.device)
+        self.motion_start_s = self._zeros(n)
+        self.episode_step = torch.zeros(n, dtype=torch.long, device=self.device)
+        self.terminated = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self.time_out = torch.zeros(n, dtype=torch.bool, device=self.device)
+        self.push_timer_s = self._zeros(n)
         cur = cfg.curriculum
         self.penalty_scale = cur.penalty_scale
         self.far_threshold = cfg.terminations.far_threshold
         self.avg_episode_length = 0.0
-        self.episode_sums = {k: np.zeros(n) for k in self.reward_funcs}
+        self.episode_sums = {k: self._zeros(n) for k in self.reward_funcs}
         self.extras: dict = {}
-        self.reset(np.arange(n))
+        self._to_device()
+        self.reset(self._env_index)
+
+    def _to_device(self) -> None:
+        """Hook for subclasses: move their own data to :attr:`device` / :attr:`dtype` before the first
+        reset."""
+
+    # --- tensors on the env's device ----------------------------------------------------------------------
+    def _zeros(self, *shape: int) -> torch.Tensor:
+        return torch.zeros(shape, device=self.device, dtype=self.dtype)
+
+    def tensor(self, value: object) -> torch.Tensor:
+        """``value`` (array, list, number) as a float tensor of the env's device and dtype."""
+        return torch.as_tensor(value, device=self.device, dtype=self.dtype)
+
+    def _uniform(self, low: object, high: object, shape: tuple[int, ...]) -> torch.Tensor:
+        u = torch.rand(shape, generator=self.rng, device=self.device, dtype=self.dtype)
+        return low + (high - low) * u
+
+    def _normal(self, std: float, shape: tuple[int, ...]) -> torch.Tensor:
+        return std * torch.randn(shape, generator=self.rng, device=self.device, dtype=self.dtype)
+
+    def _integers(self, low: int, high: int, count: int) -> torch.Tensor:
+        """Uniform integers in [low, high)."""
+        return torch.randint(low, high, (count,), generator=self.rng, device=self.device)
 
     # --- construction --------------------------------------------------------------------------------
     def _build_models(self) -> list:
@@ -107,33 +139,38 @@ class TrackingEnv:
             for f in frictions
         ]
 
-    def _motor_params(self, kp_scale: np.ndarray) -> MotorParams:
+    def _motor_params(self, kp_scale: torch.Tensor) -> MotorParams:
         p = MotorParams.from_profile(self.profile)
-        return MotorParams(kp_scale=p.kp_scale * kp_scale, kd_scale=p.kd_scale)
+        as_tensor = lambda a: torch.tensor(a, device=kp_scale.device, dtype=kp_scale.dtype)  # noqa: E731
+        return MotorParams(kp_scale=as_tensor(p.kp_scale) * kp_scale, kd_scale=as_tensor(p.kd_scale))
 
     def _setup_joints(self) -> None:
-        cfg, names = self.cfg, self.cfg.joint_names
+        cfg, names, t = self.cfg, self.cfg.joint_names, self.tensor
         self.joint_map = JointMap.from_names(names, g1.MOTOR_ORDER)
-        self.default_q = g1.default_pose(names, cfg.actions.default_pose)
-        self.default_q_motor = g1.default_pose(g1.MOTOR_ORDER, cfg.actions.default_pose)
-        self.kp_motor, self.kd_motor = g1.gains(g1.MOTOR_ORDER, cfg.actions.gain_set)
+        self.default_q = t(g1.default_pose(names, cfg.actions.default_pose))
+        self.default_q_motor = t(g1.default_pose(g1.MOTOR_ORDER, cfg.actions.default_pose))
+        self.kp_motor, self.kd_motor = (t(k) for k in g1.gains(g1.MOTOR_ORDER, cfg.actions.gain_set))
         lo, hi = g1.joint_array("lower", names), g1.joint_array("upper", names)
         mid, half = (lo + hi) / 2, (hi - lo) / 2
         cur = cfg.curriculum
-        self.soft_pos_limits = (mid - cur.soft_dof_pos * half, mid + cur.soft_dof_pos * half)
-        self.soft_vel_limit = cur.soft_dof_vel * g1.joint_array("velocity_limit", names)
-        self.soft_torque_limit = cur.soft_torque * g1.joint_array("effort_limit", names)
-        self.feet = np.array([RIGID_BODIES.index(f) for f in FEET])
-        self._ext_parent = np.array([RIGID_BODIES.index(p) for p, _ in EXTENDED_POINTS.values()])
-        self._ext_offset = np.array([o for _, o in EXTENDED_POINTS.values()], dtype=np.float64)
+        self.soft_pos_limits = (t(mid - cur.soft_dof_pos * half), t(mid + cur.soft_dof_pos * half))
+        self.soft_vel_limit = t(cur.soft_dof_vel * g1.joint_array("velocity_limit", names))
+        self.soft_torque_limit = t(cur.soft_torque * g1.joint_array("effort_limit", names))
+        self.feet = torch.tensor([RIGID_BODIES.index(f) for f in FEET], device=self.device)
+        self._ext_parent = torch.tensor([RIGID_BODIES.index(p) for p, _ in EXTENDED_POINTS.values()],
+                                        device=self.device)
+        self._ext_offset = t([o for _, o in EXTENDED_POINTS.values()])
+        self._down = t([0.0, 0.0, -1.0])
 
     def _setup_terms(self) -> None:
         cfg = self.cfg
         self.reward_funcs = _resolve_terms(reward_terms, {k: r.func for k, r in cfg.rewards.items()})
         self.critic_funcs = _resolve_terms(critic_terms, {k: k for k in cfg.observations.critic_terms})
         self.actor_spec = asap_actor_spec(len(cfg.joint_names), cfg.observations.history)
-        self._actor = ObservationBuilder(spec=self.actor_spec, batch_shape=(self.num_envs,))
-        self._critic_hist = ObservationBuilder(spec=self.actor_spec, batch_shape=(self.num_envs,))
+        self._actor, self._critic_hist = (
+            ObservationBuilder(spec=self.actor_spec, batch_shape=(self.num_envs,), zeros=self._zeros_of)
+            for _ in range(2)
+        )
         unknown = set(cfg.observations.noise) - {t.name for t in self.actor_spec.terms}
         if unknown:
             raise ValueError(f"noise for unknown actor terms {sorted(unknown)}")
@@ -141,6 +178,9 @@ class TrackingEnv:
         if cfg.actions.delta_action:
             factory = action_path.resolve(cfg.actions.delta_action)
             self.delta_source = factory(self, **cfg.actions.delta_action_args)
+
+    def _zeros_of(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return self._zeros(*shape)
 
     def _delay_steps(self, ms: float) -> int:
         return round(ms / 1000.0 / self.dt)
@@ -152,9 +192,9 @@ class TrackingEnv:
         return self.sim.state
 
     @property
-    def motion_time_s(self) -> np.ndarray:
+    def motion_time_s(self) -> torch.Tensor:
         """Motion time of the current state."""
-        return self.motion_start_s + self.episode_step * self.dt
+        return self.motion_start_s + self.episode_step.to(self.dtype) * self.dt
 
     def _refresh(self) -> None:
         """Policy-order joint state, robot points and the reference at the current motion time."""
@@ -168,24 +208,25 @@ class TrackingEnv:
         self.points = MotionState(
             dof_pos=self.q,
             dof_vel=self.dq,
-            pos_w=np.concatenate((s.body_pos_w, s.body_pos_w[:, self._ext_parent] + arm), axis=1),
-            quat_w=np.concatenate((s.body_quat_w, parent_q), axis=1),
-            lin_vel_w=np.concatenate(
-                (s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent] + quat.cross(ang, arm)), axis=1
+            pos_w=torch.cat((s.body_pos_w, s.body_pos_w[:, self._ext_parent] + arm), dim=1),
+            quat_w=torch.cat((s.body_quat_w, parent_q), dim=1),
+            lin_vel_w=torch.cat(
+                (s.body_lin_vel_w, s.body_lin_vel_w[:, self._ext_parent] + quat.cross(ang, arm)), dim=1
             ),
-            ang_vel_w=np.concatenate((s.body_ang_vel_w, ang), axis=1),
+            ang_vel_w=torch.cat((s.body_ang_vel_w, ang), dim=1),
         )
         self.ref = self.motions.sample(self.motion_ids, self.motion_time_s)
         self.phase = self.motions.phase(self.motion_ids, self.motion_time_s)
 
     # --- the MDP ----------------------------------------------------------------------------------------
-    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict]:
+    def step(self, action: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, dict]:
         """Advance one policy step; returns (observations, reward, done, extras)."""
         self.prev_action = self.action
-        self.action = np.clip(action, -self.cfg.actions.clip, self.cfg.actions.clip)
-        self._queue = np.roll(self._queue, 1, axis=1)
+        action = torch.as_tensor(action, device=self.device, dtype=self.dtype)
+        self.action = action.clip(-self.cfg.actions.clip, self.cfg.actions.clip)
+        self._queue = torch.roll(self._queue, 1, dims=1)
         self._queue[:, 0] = self.action
-        applied = self._queue[np.arange(self.num_envs), self.delay]
+        applied = self._queue[self._env_index, self.delay]
         action, delta = self._compose_action(applied)
         q_target = action_path.joint_targets(action, delta, self.default_q, self.cfg.actions.scale)
         cmd = MotorCommand.position(
@@ -198,15 +239,15 @@ class TrackingEnv:
         self._check_termination()
         reward = self._reward()
         done = self.terminated | self.time_out
-        self.extras = {"time_outs": self.time_out.copy(), "log": self._log()}
-        self.reset(np.flatnonzero(done))
+        self.extras = {"time_outs": self.time_out.clone(), "log": self._log()}
+        self.reset(done.nonzero().squeeze(-1))
         return self.observations(), reward, done, self.extras
 
     def _action_dim(self) -> int:
         """Width of the agent's action: one per policy joint."""
         return len(self.cfg.joint_names)
 
-    def _compose_action(self, applied: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def _compose_action(self, applied: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(a, Δa) of this step from the (delayed) policy output: a = the policy's action, Δa from the
         configured frozen delta model (stage-2 fine-tuning) or None."""
         return applied, (self.delta_source(self, applied) if self.delta_source else None)
@@ -216,24 +257,24 @@ class TrackingEnv:
         if dr.push_interval_s is None:
             return
         self.push_timer_s += self.dt
-        due = np.flatnonzero(self.push_timer_s >= dr.push_interval_s)
-        if due.size:
-            kick = np.zeros((due.size, 3))
-            kick[:, :2] = self.rng.uniform(-dr.push_vel_xy, dr.push_vel_xy, (due.size, 2))
+        due = (self.push_timer_s >= dr.push_interval_s).nonzero().squeeze(-1)
+        if due.numel():
+            kick = self._zeros(due.numel(), 3)
+            kick[:, :2] = self._uniform(-dr.push_vel_xy, dr.push_vel_xy, (due.numel(), 2))
             self.sim.push(due, kick)
             self.push_timer_s[due] = 0.0
 
     def _check_termination(self) -> None:
         t = self.cfg.terminations
-        g = quat.rotate_inv(self.state.root_quat_w, np.array([0.0, 0.0, -1.0]))
-        tilt = np.any(np.abs(g[:, :2]) > t.gravity_xy, axis=1)
-        dist = np.linalg.norm(self.points.pos_w - self.ref.pos_w, axis=-1)
-        far = np.any(dist > self.far_threshold, axis=1)
+        g = quat.rotate_inv(self.state.root_quat_w, self._down)
+        tilt = (g[:, :2].abs() > t.gravity_xy).any(dim=1)
+        dist = torch.linalg.norm(self.points.pos_w - self.ref.pos_w, dim=-1)
+        far = (dist > self.far_threshold).any(dim=1)
         self.time_out = self.motion_time_s >= self.motions.duration_s[self.motion_ids] - 1e-9
         self.terminated = (tilt | far) & ~self.time_out
 
-    def _reward(self) -> np.ndarray:
-        total = np.zeros(self.num_envs)
+    def _reward(self) -> torch.Tensor:
+        total = self._zeros(self.num_envs)
         for key, func in self.reward_funcs.items():
             term = self.cfg.rewards[key]
             value = func(self, **term.params) * term.weight * self.dt
@@ -264,9 +305,10 @@ class TrackingEnv:
             "Curriculum/avg_episode_length": self.avg_episode_length,
         }
 
-    def reset(self, env_ids: np.ndarray) -> None:
+    def reset(self, env_ids: torch.Tensor) -> None:
         """Reference-state init: random motion and start time, state copied from the reference."""
-        if env_ids.size == 0:
+        env_ids = torch.as_tensor(env_ids, device=self.device)
+        if env_ids.numel() == 0:
             return
         self._update_curricula(env_ids)
         self._log_episode_sums(env_ids)
@@ -275,7 +317,7 @@ class TrackingEnv:
         self.episode_step[env_ids] = 0
         self._randomize(env_ids)
         self.sim.reset(env_ids, *self._initial_state(m, start))
-        mask = np.zeros(self.num_envs, dtype=bool)
+        mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         mask[env_ids] = True
         self._actor.reset(mask)
         self._critic_hist.reset(mask)
@@ -285,25 +327,24 @@ class TrackingEnv:
         self.push_timer_s[env_ids] = 0.0
         self._refresh()
 
-    def _sample_starts(self, env_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _sample_starts(self, env_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(motion ids, start times) of the new episodes of ``env_ids``."""
-        count = env_ids.size
-        m = self.rng.integers(0, self.motions.num_motions, count)
-        start = (
-            self.rng.uniform(0.0, self.motions.duration_s[m]) if self.cfg.random_start else np.zeros(count)
-        )
+        count = env_ids.numel()
+        m = self._integers(0, self.motions.num_motions, count)
+        duration = self.motions.duration_s[m]
+        start = self._uniform(0.0, duration, (count,)) if self.cfg.random_start else self._zeros(count)
         return m, start
 
-    def _initial_state(self, motion_ids: np.ndarray, start_s: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _initial_state(self, motion_ids: torch.Tensor, start_s: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Reference-state init (``Simulator.reset`` arguments), with ASAP's initial-noise level."""
         ref = self.motions.sample(motion_ids, start_s)
-        root_pos, root_quat = ref.pos_w[:, 0].copy(), ref.quat_w[:, 0].copy()
-        dof, dof_vel = ref.dof_pos.copy(), ref.dof_vel.copy()
+        root_pos, root_quat = ref.pos_w[:, 0].clone(), ref.quat_w[:, 0].clone()
+        dof, dof_vel = ref.dof_pos.clone(), ref.dof_vel.clone()
         level = self.cfg.domain_rand.init_noise
         if level:
-            root_pos += self.rng.normal(0, 0.05 * level, root_pos.shape)
-            dof += self.rng.normal(0, 0.1 * level, dof.shape)
-            dof_vel += self.rng.normal(0, 0.15 * level, dof_vel.shape)
+            root_pos += self._normal(0.05 * level, root_pos.shape)
+            dof += self._normal(0.1 * level, dof.shape)
+            dof_vel += self._normal(0.15 * level, dof_vel.shape)
         return (
             root_pos,
             root_quat,
@@ -313,27 +354,30 @@ class TrackingEnv:
             self.joint_map.apply(dof_vel, fill=0.0),
         )
 
-    def _randomize(self, env_ids: np.ndarray) -> None:
-        dr = self.cfg.domain_rand
+    def _randomize(self, env_ids: torch.Tensor) -> None:
+        dr, count = self.cfg.domain_rand, env_ids.numel()
         if dr.friction_range is not None:
-            self.sim.set_model_variant(env_ids, self.rng.integers(0, dr.friction_variants, env_ids.size))
+            self.sim.set_model_variant(env_ids, self._integers(0, dr.friction_variants, count))
         if dr.kp_scale_range is not None:
-            kp = np.broadcast_to(self.sim.motor_params.kp_scale, (self.num_envs, g1.NUM_MOTORS)).copy()
-            kp[env_ids] = self.rng.uniform(*dr.kp_scale_range, (env_ids.size, 1)) * self.profile.kp_scale
-            self.sim.motor_params = dataclasses.replace(self.sim.motor_params, kp_scale=kp)
+            params = self.sim.motor_params
+            kp = params.kp_scale.expand(self.num_envs, g1.NUM_MOTORS).clone()
+            kp[env_ids] = self._uniform(*dr.kp_scale_range, (count, 1)).to(kp) * kp.new_tensor(
+                self.profile.kp_scale
+            )
+            self.sim.motor_params = dataclasses.replace(params, kp_scale=kp)
         if dr.delay_ms_range is not None:
             lo, hi = (self._delay_steps(v) for v in dr.delay_ms_range)
-            self.delay[env_ids] = self.rng.integers(lo, hi + 1, env_ids.size)
+            self.delay[env_ids] = self._integers(lo, hi + 1, count)
 
-    def _update_curricula(self, env_ids: np.ndarray) -> None:
+    def _update_curricula(self, env_ids: torch.Tensor) -> None:
         cur, t = self.cfg.curriculum, self.cfg.terminations
         finished = self.episode_step[env_ids]
-        finished = finished[finished > 0]
+        finished = finished[finished > 0].tolist()
         for length in finished:
             self.avg_episode_length += (
                 cur.ema * (length - self.avg_episode_length) if self.avg_episode_length else float(length)
             )
-        k = finished.size
+        k = len(finished)
         if k == 0:
             return
         if self.avg_episode_length > cur.length_high:
@@ -345,13 +389,13 @@ class TrackingEnv:
             if t.far_curriculum:
                 self.far_threshold = min(t.far_range[1], self.far_threshold * (1 + t.far_degree) ** k)
 
-    def _log_episode_sums(self, env_ids: np.ndarray) -> None:
+    def _log_episode_sums(self, env_ids: torch.Tensor) -> None:
         """Mean over the finished episodes of each term's episode return (weighted, × dt)."""
         done = env_ids[self.episode_step[env_ids] > 0]
-        if done.size:
+        if done.numel():
             log = self.extras.setdefault("log", {})
             for key, buf in self.episode_sums.items():
-                log[f"Episode_Reward/{key}"] = float(np.mean(buf[done]))
+                log[f"Episode_Reward/{key}"] = float(buf[done].mean())
         for buf in self.episode_sums.values():
             buf[env_ids] = 0.0
 
@@ -369,15 +413,15 @@ class TrackingEnv:
             default_q=self.default_q,
         )
 
-    def observations(self) -> dict[str, np.ndarray]:
+    def observations(self) -> dict[str, torch.Tensor]:
         """``actor`` (ASAP 380-dim, noisy) and ``critic`` (noise-free actor terms + privileged terms)."""
         values = compute_terms(self.actor_spec, self.obs_inputs())
         noisy = dict(values)
         for name, width in self.cfg.observations.noise.items():
-            noisy[name] = values[name] + self.rng.uniform(-width, width, values[name].shape)
+            noisy[name] = values[name] + self._uniform(-width, width, values[name].shape)
         actor = self._actor.build_from_values(noisy)
         privileged = [
             self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
         ]
-        critic = np.concatenate([self._critic_hist.build_from_values(values), *privileged], axis=1)
-        return {"actor": actor, "critic": critic}
+        critic = torch.cat([self._critic_hist.build_from_values(values), *privileged], dim=1)
+        return {"actor": actor, "critic": critic.to(self.dtype)}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy.ndimage import gaussian_filter1d
 
+from asap_core.arrays import as_index, namespace
 from asap_core.joint_map import JointMap
 from asap_training import quat
 from asap_training.motion.clip import MotionClip
@@ -80,7 +83,10 @@ def reference_from_clip(
 
 
 class MotionLibrary:
-    """Several reference motions concatenated frame-wise, sampled per env by (motion id, time)."""
+    """Several reference motions concatenated frame-wise, sampled per env by (motion id, time).
+
+    Built from numpy motions; :meth:`to` gives the same library as torch tensors on a device, sampled
+    there by the env with the same code."""
 
     def __init__(self, motions: Sequence[ReferenceMotion]) -> None:
         """Concatenate; all motions must share the same joint order."""
@@ -105,15 +111,30 @@ class MotionLibrary:
         """Number of motions."""
         return len(self.motions)
 
+    _ARRAYS = ("fps", "num_frames", "duration_s", "_start", "_dof_pos", "_dof_vel", "_pos", "_quat",
+               "_lin", "_ang")
+
+    def to(self, device: str | torch.device, dtype: torch.dtype = torch.float64) -> MotionLibrary:
+        """The same library with its arrays as torch tensors on ``device`` (floats in ``dtype``)."""
+        out = copy.copy(self)
+        for name in self._ARRAYS:
+            value = torch.as_tensor(getattr(self, name), device=device)
+            setattr(out, name, value.to(dtype) if value.is_floating_point() else value)
+        return out
+
     def phase(self, motion_ids: np.ndarray, times_s: np.ndarray) -> np.ndarray:
         """ASAP's phase ``t / T`` in [0, 1]."""
-        return np.clip(times_s / self.duration_s[motion_ids], 0.0, 1.0)
+        return (times_s / self.duration_s[motion_ids]).clip(0.0, 1.0)
 
     def sample(self, motion_ids: np.ndarray, times_s: np.ndarray) -> MotionState:
-        """The reference of each motion at each time (clamped to the clip), interpolated between frames."""
-        f = np.clip(times_s, 0.0, self.duration_s[motion_ids]) * self.fps[motion_ids]
-        f0 = np.minimum(np.floor(f).astype(np.intp), self.num_frames[motion_ids] - 1)
-        f1 = np.minimum(f0 + 1, self.num_frames[motion_ids] - 1)
+        """The reference of each motion at each time (clamped to the clip), interpolated between frames
+        (numpy arrays, or tensors after :meth:`to`)."""
+        xp = namespace(self._pos)
+        duration = self.duration_s[motion_ids]
+        f = xp.where(times_s < duration, times_s, duration).clip(0.0, None) * self.fps[motion_ids]
+        last = self.num_frames[motion_ids] - 1
+        f0 = xp.minimum(as_index(xp.floor(f)), last)
+        f1 = xp.minimum(f0 + 1, last)
         w = f - f0
         i0, i1 = self._start[motion_ids] + f0, self._start[motion_ids] + f1
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from asap_core import g1
 from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
@@ -78,9 +79,9 @@ def eval_env_cfg(
 def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:
     meta = artifact.metadata
     pairs = {
-        "default_joint_pos": (env.default_q, meta.array("default_joint_pos")),
-        "kp": (env.joint_map.gather(env.kp_motor), meta.array("kp")),
-        "kd": (env.joint_map.gather(env.kd_motor), meta.array("kd")),
+        "default_joint_pos": (env.default_q.cpu().numpy(), meta.array("default_joint_pos")),
+        "kp": (env.joint_map.gather(env.kp_motor).cpu().numpy(), meta.array("kp")),
+        "kd": (env.joint_map.gather(env.kd_motor).cpu().numpy(), meta.array("kd")),
         "action_scale": (np.full(env.num_actions, env.cfg.actions.scale), meta.array("action_scale")),
     }
     for name, (ours, theirs) in pairs.items():
@@ -95,16 +96,16 @@ def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:
 def rollout(env: TrackingEnv, policy: OnnxPolicy) -> Rollout:
     """Run until the motion ends or the robot falls; records the state of every policy step."""
     obs = env.observations()["actor"]
-    robot, ref = [env.points.pos_w[0].copy()], [env.ref.pos_w[0].copy()]
+    robot, ref = [env.points.pos_w[0].cpu().numpy()], [env.ref.pos_w[0].cpu().numpy()]
     while True:
-        out, _, done, extras = env.step(policy(obs[0])[None])
+        out, _, done, extras = env.step(policy(obs[0].cpu().numpy())[None])
         obs = out["actor"]
         if done[0]:
-            fell = not extras["time_outs"][0]
+            fell = not bool(extras["time_outs"][0])
             return Rollout(np.array(robot), np.array(ref), fell, env.dt)
         # the state after a step that ended the episode is already the next episode's: not recorded
-        robot.append(env.points.pos_w[0].copy())
-        ref.append(env.ref.pos_w[0].copy())
+        robot.append(env.points.pos_w[0].cpu().numpy())
+        ref.append(env.ref.pos_w[0].cpu().numpy())
 
 
 def rollout_twin(
@@ -123,7 +124,10 @@ def rollout_twin(
     kd = policy.joint_map.apply(policy.kd, fill=kd_fill)
     substeps = round(meta.control_dt / twin.config.physics_dt)
     # the twin starts at the origin: compare against the reference moved there (heading kept)
-    offset = twin.data.qpos[:3] - env.motions.sample(np.array([0]), np.array([0.0])).pos_w[0, 0]
+    def reference(t: float) -> np.ndarray:
+        return env.motions.sample(torch.zeros(1, dtype=torch.long), env.tensor([t])).pos_w[0].cpu().numpy()
+
+    offset = twin.data.qpos[:3] - reference(0.0)[0]
     offset[2] = 0.0
     last_action = np.zeros(policy.num_joints)
     robot, ref, rows = [], [], []
@@ -132,7 +136,7 @@ def rollout_twin(
         s = twin.read_state()
         qpos, qvel = twin.data.qpos.copy(), twin.data.qvel.copy()
         robot.append(env.kin.points(qpos)[0][0])
-        ref.append(env.motions.sample(np.array([0]), np.array([tick * meta.control_dt])).pos_w[0] + offset)
+        ref.append(reference(tick * meta.control_dt) + offset)
         if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
             fell = True
             break

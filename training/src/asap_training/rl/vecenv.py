@@ -1,4 +1,4 @@
-"""rsl_rl's ``VecEnv`` over the numpy tracking env: torch tensors in and out, nothing else."""
+"""rsl_rl's ``VecEnv`` over the tracking env: its tensors handed over as they are (float32 observations)."""
 
 from __future__ import annotations
 
@@ -18,24 +18,22 @@ class RslRlVecEnv(VecEnv):
         self.env = env
         self.num_envs = env.num_envs
         self.num_actions = env.num_actions
-        self.max_episode_length = int(np.ceil(env.motions.duration_s.max() / env.dt)) + 1
-        self.device = "cpu"
+        self.max_episode_length = int(np.ceil(float(env.motions.duration_s.max()) / env.dt)) + 1
+        self.device = env.device
         self.cfg = env.cfg.to_dict()
         self._obs = self._to_td(env.observations())
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """Current episode lengths (a view of the env's counter)."""
-        return torch.from_numpy(self.env.episode_step)
+        """Current episode lengths (the env's counter itself)."""
+        return self.env.episode_step
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.env.episode_step[:] = value.cpu().numpy()
+        self.env.episode_step[:] = value.to(self.env.episode_step)
 
-    def _to_td(self, obs: dict[str, np.ndarray]) -> TensorDict:
-        return TensorDict(
-            {k: torch.from_numpy(v.astype(np.float32)) for k, v in obs.items()}, batch_size=[self.num_envs]
-        )
+    def _to_td(self, obs: dict[str, torch.Tensor]) -> TensorDict:
+        return TensorDict({k: v.float() for k, v in obs.items()}, batch_size=[self.num_envs])
 
     def get_observations(self) -> TensorDict:
         """The latest observations (does not advance the env)."""
@@ -43,7 +41,6 @@ class RslRlVecEnv(VecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """One policy step of every env."""
-        obs, reward, done, extras = self.env.step(actions.detach().cpu().numpy().astype(np.float64))
+        obs, reward, done, extras = self.env.step(actions.detach())
         self._obs = self._to_td(obs)
-        extras = {"time_outs": torch.from_numpy(extras["time_outs"]), "log": extras["log"]}
-        return (self._obs, torch.from_numpy(reward.astype(np.float32)), torch.from_numpy(done), extras)
+        return self._obs, reward.float(), done, extras

@@ -8,12 +8,15 @@ env's trajectory does not depend on which worker steps it, so 1 and N threads gi
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import mujoco
 import numpy as np
+import torch
 
 from asap_sim.model import FEET, G1Indices, as_slice
 from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
@@ -23,14 +26,29 @@ from asap_training.robot import RIGID_BODIES
 from asap_training.sim.base import SimState
 
 
+@functools.cache
+def _worker_pool(threads: int) -> ThreadPoolExecutor:
+    """One pool per thread count, shared by every simulator of the process and never shut down: a pool
+    per simulator, stopped when it is garbage-collected, deadlocked with a thread being started."""
+    return ThreadPoolExecutor(threads, "mujoco_cpu")
+
+
+def _np(x: Any) -> np.ndarray:
+    """A numpy view of a CPU tensor (or the array itself)."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
 class MujocoCpuSimulator:
     """CPU backend of :class:`asap_training.sim.base.Simulator`.
 
     ``models`` are variants of one G1 model built by ``asap_sim.model.build_model`` (same structure,
     different physics parameters, e.g. floor friction for domain randomization); each env steps with the
     variant it was assigned (variant 0 at start). ``threads``: workers stepping physics (0: the process's
-    default, :func:`asap_training.parallel.default_threads`).
+    default, :func:`asap_training.parallel.default_threads`). Its state is float64 torch tensors on the
+    CPU that share memory with the numpy arrays it fills; inputs may be tensors or arrays.
     """
+
+    device = torch.device("cpu")
 
     def __init__(
         self,
@@ -39,8 +57,12 @@ class MujocoCpuSimulator:
         motor_params: MotorParams,
         latency_steps: int = 0,
         threads: int = 0,
+        device: str = "cpu",
     ) -> None:
         """Create the ``MjData`` and the worker pool; resolve indices once."""
+        if torch.device(device).type != "cpu":
+            raise ValueError(f"the MuJoCo CPU backend runs on the CPU, not {device}; on a GPU use "
+                             f"--sim mujoco_warp")
         self.models = list(models)
         self.num_envs = num_envs
         m = self.models[0]
@@ -50,14 +72,15 @@ class MujocoCpuSimulator:
         self._foot_sensors = [self.idx.sensor[f"{side}_foot_contact"] for side in FEET]
         self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
         self.variant = np.zeros(num_envs, dtype=np.intp)
-        self.state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
+        self._state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
+        self.state = SimState(**{k: torch.from_numpy(v) for k, v in vars(self._state).items()})
         self.motor_params = motor_params
         self.latency_steps = latency_steps
         self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
         self.threads = min(threads or default_threads(), num_envs)
         bounds = np.linspace(0, num_envs, self.threads + 1).round().astype(int)
         self._shards = [range(a, b) for a, b in itertools.pairwise(bounds)]
-        self._pool = ThreadPoolExecutor(self.threads, "mujoco_cpu") if self.threads > 1 else None
+        self._pool = _worker_pool(self.threads) if self.threads > 1 else None
         # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
         self._qpos_sl, self._qvel_sl = as_slice(self.idx.qpos), as_slice(self.idx.qvel)
         self._ctrl_sl = self.idx.drive_ctrl
@@ -68,18 +91,9 @@ class MujocoCpuSimulator:
             mujoco.mj_forward(m, d)
         self._read_state()
 
-    def close(self) -> None:
-        """Stop the worker threads (also at garbage collection)."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-    def __del__(self) -> None:
-        self.close()
-
     def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
         """Assign physics variants per env (takes effect at the next step)."""
-        self.variant[env_ids] = variant
+        self.variant[_np(env_ids)] = _np(variant)
 
     def reset(
         self,
@@ -92,7 +106,10 @@ class MujocoCpuSimulator:
         joint_vel: np.ndarray,
     ) -> None:
         """Teleport envs; free-joint qvel is (world linear, body angular) velocity."""
-        ang_b = quat.rotate_inv(root_quat_w, root_ang_vel_w)
+        env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel = (
+            _np(x) for x in (env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel)
+        )
+        ang_b = quat.rotate_inv(root_quat_w, _np(root_ang_vel_w))
         for k, i in enumerate(env_ids):
             d = self.datas[i]
             mujoco.mj_resetData(self.models[self.variant[i]], d)
@@ -109,6 +126,7 @@ class MujocoCpuSimulator:
     ) -> None:
         """Overwrite every env's base and joint positions and velocities (e.g. a learned correction),
         keeping everything else (solver warm start, ctrl), and refresh the state."""
+        pos_w, quat_w, lin_vel_w, ang_vel_b, q, dq = map(_np, (pos_w, quat_w, lin_vel_w, ang_vel_b, q, dq))
         for i, d in enumerate(self.datas):
             d.qpos[:3], d.qpos[3:7], d.qvel[:3], d.qvel[3:6] = pos_w[i], quat_w[i], lin_vel_w[i], ang_vel_b[i]
             d.qpos[self._qpos_sl], d.qvel[self._qvel_sl] = q[i], dq[i]
@@ -117,13 +135,14 @@ class MujocoCpuSimulator:
 
     def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
         """Kick the pelvis."""
+        env_ids, delta_lin_vel_w = _np(env_ids), _np(delta_lin_vel_w)
         for k, i in enumerate(env_ids):
             self.datas[i].qvel[:3] += delta_lin_vel_w[k]
 
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` for ``substeps`` physics steps (through the actuation latency), every shard of
         envs on its own worker."""
-        ctrl = drive_ctrl(command, self.motor_params)
+        ctrl = _np(drive_ctrl(command, self.motor_params))
         ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
         if self._delay is None or self._delay.substeps != substeps:
             if self._delay is not None and self.latency_steps:
@@ -167,7 +186,7 @@ class MujocoCpuSimulator:
         if not copied:
             for i in ids:
                 self._copy_raw(i, self.datas[i], raw)
-        s, b = self.state, self.body_ids
+        s, b = self._state, self.body_ids
         qpos, qvel = raw["qpos"][ids], raw["qvel"][ids]
         s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
         s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]

@@ -94,11 +94,8 @@ class FloatingState:
     @classmethod
     def of_sim(cls, s: SimState) -> FloatingState:
         """A copy of a simulator's state (the simulator refills its arrays in place)."""
-        return cls(
-            *(np.array(a) for a in (s.root_pos_w, s.root_quat_w, s.root_lin_vel_w, s.root_ang_vel_b)),
-            np.array(s.joint_pos),
-            np.array(s.joint_vel),
-        )
+        fields = (s.root_pos_w, s.root_quat_w, s.root_lin_vel_w, s.root_ang_vel_b, s.joint_pos, s.joint_vel)
+        return cls(*(torch.as_tensor(a).cpu().numpy().copy() for a in fields))
 
     @classmethod
     def of_dataset(cls, dataset: RealDataset) -> FloatingState:
@@ -320,9 +317,10 @@ class ResidualDynamicsSimulator(MujocoCpuSimulator):
         motor_params: MotorParams,
         latency_steps: int = 0,
         threads: int = 0,
+        device: str = "cpu",
         path: str | None = None,
     ) -> None:
-        super().__init__(models, num_envs, motor_params, latency_steps, threads)
+        super().__init__(models, num_envs, motor_params, latency_steps, threads, device)
         self.model = DeltaDynamicsModel.load(path) if path else None
         self.correct = self.model is not None
         """Apply the model's correction (False: only record transitions)."""
@@ -346,7 +344,7 @@ class ResidualDynamicsSimulator(MujocoCpuSimulator):
                 f"the residual model corrects every {self.model.meta.control_dt} s, this step lasts "
                 f"{substeps} x {self.physics_dt} s; use it with the policy period it was fitted for"
             )
-        q_cmd = np.broadcast_to(command.q, (self.num_envs, g1.NUM_MOTORS))
+        q_cmd = np.broadcast_to(torch.as_tensor(command.q).cpu().numpy(), (self.num_envs, g1.NUM_MOTORS))
         self.last_features = self.model.features(FloatingState.of_sim(self.state), q_cmd)
         super().step(command, substeps)
         self.last_raw = FloatingState.of_sim(self.state)
@@ -433,7 +431,6 @@ def train_delta_dynamics(
     )
     sim.model = model
     recorded = FloatingState.of_dataset(dataset)
-    first_row = np.concatenate(([0], np.cumsum([tr.num_steps for tr in dataset.trajectories])[:-1]))
     xs, ys, log = [], [], []
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -443,7 +440,7 @@ def train_delta_dynamics(
         k_step_errors = []
         for _ in range(batches):
             for _k in range(cfg.k_steps):
-                rows = first_row[env.motion_ids] + np.round(env.motion_time_s / env.dt).astype(np.intp)
+                rows = env.recorded_row().cpu().numpy()
                 env.step(np.zeros((num_envs, env.num_actions)))
                 target = recorded.rows(rows + 1)
                 xs.append(sim.last_features)

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from asap_core import g1
 from asap_core.joint_map import JointMap
@@ -32,6 +33,7 @@ from asap_training.envs.config import (
 )
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary, reference_from_clip
+from asap_training.quat import Array
 from asap_training.stage2.dataset import RealDataset
 
 
@@ -113,13 +115,13 @@ def delta_env_cfg(
 
 
 def delta_observation(
-    env: TrackingEnv, action: np.ndarray, last_delta: np.ndarray, scales: dict[str, float]
-) -> np.ndarray:
+    env: TrackingEnv, action: torch.Tensor, last_delta: torch.Tensor, scales: dict[str, float]
+) -> torch.Tensor:
     """πΔ's input for the current state and the action about to be applied; the one builder used in
     delta training and in fine-tuning (same terms, same timing)."""
     s = env.state
     quat_w = s.root_quat_w
-    return np.concatenate(
+    return torch.cat(
         [
             last_delta,
             action,
@@ -129,15 +131,16 @@ def delta_observation(
             env.q - env.default_q,
             env.dq * scales["dof_vel"],
             s.foot_force * scales["feet_force"],
-            quat.rotate_inv(quat_w, np.array([0.0, 0.0, -1.0])),
+            quat.rotate_inv(quat_w, env.tensor([0.0, 0.0, -1.0])),
         ],
-        axis=1,
+        dim=1,
     )
 
 
-def expand_delta(delta: np.ndarray, cols: np.ndarray, num_actions: int) -> np.ndarray:
-    """Δa over the learned joints (N, k) → over every action joint (N, A), 0 elsewhere."""
-    full = np.zeros((delta.shape[0], num_actions))
+def expand_delta(delta: Array, cols: np.ndarray, num_actions: int) -> Array:
+    """Δa over the learned joints (N, k) → over every action joint (N, A), 0 elsewhere (numpy or torch)."""
+    shape = (delta.shape[0], num_actions)
+    full = delta.new_zeros(shape) if isinstance(delta, torch.Tensor) else np.zeros(shape)
     full[:, cols] = delta
     return full
 
@@ -189,46 +192,42 @@ class DeltaEnv(TrackingEnv):
         self.horizon_steps = max(1, round(self.delta_cfg.horizon_s / cfg.dt))
         self.delta_mask = self.delta_cfg.mask(dataset.action_joints)
         self.delta_cols = np.flatnonzero(self.delta_mask)
-        cat = lambda name: np.concatenate([getattr(tr, name) for tr in dataset.trajectories])  # noqa: E731
-        self._rec = {
-            k: cat(k)
-            for k in (
-                "joint_pos",
-                "joint_vel",
-                "action",
-                "base_pos_w",
-                "base_quat_w",
-                "base_lin_vel_w",
-                "base_ang_vel_w",
-            )
-        }
-        lengths = np.array([tr.num_steps for tr in dataset.trajectories])
-        self._first_row = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        self._lengths = lengths
-        self._starts = starts
-        self._resets = np.zeros(cfg.num_envs, dtype=np.intp)
+        self._starts_np = starts
         from asap_sim.model import build_model
         from asap_sim.profiles import load_profile
 
         kin = G1Kinematics(build_model(load_profile(cfg.profile), timestep=cfg.physics_dt))
         super().__init__(cfg, dataset_library(dataset, kin))
 
+    def _to_device(self) -> None:
+        """The recording as tensors of the env's device: rows of every trajectory concatenated."""
+        trajectories = self.dataset.trajectories
+        fields = ("joint_pos", "joint_vel", "action", "base_pos_w", "base_quat_w", "base_lin_vel_w",
+                  "base_ang_vel_w")
+        self._rec = {k: self.tensor(np.concatenate([getattr(tr, k) for tr in trajectories])) for k in fields}
+        index = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=self.device)  # noqa: E731
+        lengths = np.array([tr.num_steps for tr in trajectories])
+        self._lengths = index(lengths)
+        self._first_row = index(np.concatenate(([0], np.cumsum(lengths)[:-1])))
+        self._starts = None if self._starts_np is None else tuple(index(a) for a in self._starts_np)
+        self._resets = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+
     # --- the four hooks ---------------------------------------------------------------------------------
-    def _sample_starts(self, env_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _sample_starts(self, env_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self._starts is not None:
             ids, frames = self._starts
             k = (env_ids + self._resets[env_ids] * self.num_envs) % len(ids)
             self._resets[env_ids] += 1
-            return ids[k], frames[k] * self.dt
+            return ids[k], frames[k].to(self.dtype) * self.dt
         # every frame with at least one recorded successor is an equally likely start
         valid = self._lengths - 1
-        count = env_ids.size
-        flat = self.rng.integers(0, valid.sum(), count)
-        m = np.searchsorted(np.cumsum(valid), flat, side="right")
-        frame = flat - (np.cumsum(valid) - valid)[m]
-        return m, frame * self.dt
+        ends = torch.cumsum(valid, 0)
+        flat = self._integers(0, int(ends[-1]), env_ids.numel())
+        m = torch.searchsorted(ends, flat, right=True)
+        frame = flat - (ends - valid)[m]
+        return m, frame.to(self.dtype) * self.dt
 
-    def _initial_state(self, motion_ids: np.ndarray, start_s: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _initial_state(self, motion_ids: torch.Tensor, start_s: torch.Tensor) -> tuple[torch.Tensor, ...]:
         row = self._row(motion_ids, start_s)
         r = self._rec
         return (
@@ -243,30 +242,34 @@ class DeltaEnv(TrackingEnv):
     def _action_dim(self) -> int:
         return self.delta_cols.size  # the agent acts on the learned joints only: no noise elsewhere
 
-    def _compose_action(self, applied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        bounded = np.clip(applied, -self.delta_cfg.max_delta, self.delta_cfg.max_delta)
+    def _compose_action(self, applied: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        bounded = applied.clip(-self.delta_cfg.max_delta, self.delta_cfg.max_delta)
         return self.recorded_action(), expand_delta(bounded, self.delta_cols, len(self.dataset.action_joints))
 
     def _check_termination(self) -> None:
-        frame = np.round(self.motion_time_s / self.dt).astype(np.intp)
+        frame = torch.round(self.motion_time_s / self.dt).long()
         self.time_out = (self.episode_step >= self.horizon_steps) | (
             frame >= self._lengths[self.motion_ids] - 1
         )
-        self.terminated = np.zeros(self.num_envs, dtype=bool)
+        self.terminated = torch.zeros_like(self.time_out)
 
     # --- what πΔ sees -------------------------------------------------------------------------------------
-    def _row(self, motion_ids: np.ndarray, time_s: np.ndarray) -> np.ndarray:
-        return self._first_row[motion_ids] + np.round(time_s / self.dt).astype(np.intp)
+    def _row(self, motion_ids: torch.Tensor, time_s: torch.Tensor) -> torch.Tensor:
+        return self._first_row[motion_ids] + torch.round(time_s / self.dt).long()
 
-    def recorded_action(self) -> np.ndarray:
+    def recorded_action(self) -> torch.Tensor:
         """a_real at the current frame of every env: what the real policy applied from this state."""
         return self._rec["action"][self._row(self.motion_ids, self.motion_time_s)]
 
-    def observations(self) -> dict[str, np.ndarray]:
+    def recorded_row(self) -> torch.Tensor:
+        """The dataset row (trajectories concatenated) of every env's current frame."""
+        return self._row(self.motion_ids, self.motion_time_s)
+
+    def observations(self) -> dict[str, torch.Tensor]:
         """``actor``: :func:`delta_observation`; ``critic``: the same plus the privileged terms."""
         last_delta = expand_delta(self.action, self.delta_cols, len(self.dataset.action_joints))
         actor = delta_observation(self, self.recorded_action(), last_delta, self.delta_cfg.obs_scales)
         privileged = [
             self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
         ]
-        return {"actor": actor, "critic": np.concatenate([actor, *privileged], axis=1)}
+        return {"actor": actor, "critic": torch.cat([actor, *privileged], dim=1).to(self.dtype)}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+import torch
 
 from asap_core.artifact import sha256_of
 from asap_training.stage2.delta_env import delta_observation, expand_delta
@@ -114,11 +115,12 @@ class FrozenDelta:
             raise ValueError(
                 f"{path}: delta model control period {meta.control_dt} s != the env's {env.dt} s"
             )
-        self.last = np.zeros((env.num_envs, len(meta.action_joints)))
+        self.last = env.tensor(np.zeros((env.num_envs, len(meta.action_joints))))
 
-    def __call__(self, env: TrackingEnv, action: np.ndarray) -> np.ndarray:
-        """Δa for every env; an env's first step of an episode sees no previous Δa."""
+    def __call__(self, env: TrackingEnv, action: torch.Tensor) -> torch.Tensor:
+        """Δa for every env; an env's first step of an episode sees no previous Δa. (πΔ runs in ONNX
+        Runtime on the CPU: on a GPU env its input and output cross to the host once per step.)"""
         self.last[env.episode_step == 0] = 0.0
         obs = delta_observation(env, action, self.last, self.model.meta.obs_scales)
-        self.last = self.model(obs)
+        self.last = env.tensor(self.model(obs.cpu().numpy()))
         return self.last

@@ -61,14 +61,14 @@ def open_loop_errors(
     # one extra step: the episode's last state is replaced by the next episode's start on reset
     env = DeltaEnv(cfg, dataset, DeltaCfg(horizon_s=(steps + 1) * dt), starts=(ids, frames))
     model = DeltaModel(delta_model) if delta_model else None
-    robot, ref = [env.points.pos_w.copy()], [env.ref.pos_w.copy()]
+    robot, ref = [env.points.pos_w.cpu().numpy()], [env.ref.pos_w.cpu().numpy()]
     obs = env.observations()["actor"]
     for _ in range(steps):
-        delta = model(obs) if model else np.zeros((env.num_envs, env.num_actions))
+        delta = model(obs.cpu().numpy()) if model else np.zeros((env.num_envs, env.num_actions))
         out, *_ = env.step(delta)
         obs = out["actor"]
-        robot.append(env.points.pos_w.copy())
-        ref.append(env.ref.pos_w.copy())
+        robot.append(env.points.pos_w.cpu().numpy())
+        ref.append(env.ref.pos_w.cpu().numpy())
     robot_w, ref_w = np.stack(robot, axis=1), np.stack(ref, axis=1)  # (W, steps + 1, P, 3)
     result = {}
     for h in horizons_s:

@@ -56,43 +56,43 @@ def one_step_targets(
         dataclasses.replace(delta, horizon_s=10 * dataset.control_dt),
         starts=(ids, frames),
     )
-    everyone = np.arange(env.num_envs)
-    obs = env.observations()["actor"].copy()
-    rec, nxt = env._rec, env._first_row[ids] + frames + 1
-    target = np.concatenate(
+    everyone = torch.arange(env.num_envs, device=env.device)
+    obs = env.observations()["actor"].clone()
+    rec, nxt = env._rec, env.recorded_row() + 1
+    target = torch.cat(
         [rec["joint_pos"][nxt], cfg.velocity_weight * rec["joint_vel"][nxt],
-         rec["base_pos_w"][nxt], cfg.velocity_weight * rec["base_lin_vel_w"][nxt]], axis=1,
+         rec["base_pos_w"][nxt], cfg.velocity_weight * rec["base_lin_vel_w"][nxt]], dim=1,
     )  # fmt: skip
 
-    def residual(d: np.ndarray) -> np.ndarray:
+    def residual(d: torch.Tensor) -> torch.Tensor:
         env.reset(everyone)  # the same starts again (one per env, in order)
         env.step(d)
         s = env.state
-        got = np.concatenate(
+        got = torch.cat(
             [
                 s.joint_pos,
                 cfg.velocity_weight * s.joint_vel,
                 s.root_pos_w,
                 cfg.velocity_weight * s.root_lin_vel_w,
             ],
-            axis=1,
+            dim=1,
         )
         return got - target
 
     k = env.num_actions
-    d = np.zeros((env.num_envs, k))
+    eye = torch.eye(k, device=env.device, dtype=env.dtype)
+    d = env.tensor(np.zeros((env.num_envs, k)))
     r = residual(d)
-    start_error = float(np.mean(np.linalg.norm(r, axis=1)))
+    start_error = float(torch.linalg.norm(r, dim=1).mean())
     for _ in range(cfg.gauss_newton_iterations):
-        jac = np.stack(
-            [(residual(d + cfg.fd_step * np.eye(k)[j]) - r) / cfg.fd_step for j in range(k)], axis=2
-        )
-        jtj = np.einsum("nri,nrj->nij", jac, jac) + cfg.damping * np.eye(k)
-        step = np.linalg.solve(jtj, -np.einsum("nri,nr->ni", jac, r)[..., None])[..., 0]
-        candidate = np.clip(d + step, -delta.max_delta, delta.max_delta)
+        jac = torch.stack([(residual(d + cfg.fd_step * eye[j]) - r) / cfg.fd_step for j in range(k)], dim=2)
+        jtj = torch.einsum("nri,nrj->nij", jac, jac) + cfg.damping * eye
+        step = torch.linalg.solve(jtj, -torch.einsum("nri,nr->ni", jac, r))
+        candidate = (d + step).clip(-delta.max_delta, delta.max_delta)
         r_new = residual(candidate)
-        better = np.linalg.norm(r_new, axis=1) < np.linalg.norm(r, axis=1)
+        better = torch.linalg.norm(r_new, dim=1) < torch.linalg.norm(r, dim=1)
         d[better], r[better] = candidate[better], r_new[better]
+    obs, d = obs.cpu().numpy(), d.cpu().numpy()
     # πΔ sees its previous output: give each sample the target of the transition before it (0 at a start),
     # as a replay with πΔ ≈ Δa* would (a constant 0 there would leave that input unnormalizable)
     previous = {(i, f): row for row, (i, f) in enumerate(zip(ids.tolist(), frames.tolist(), strict=True))}
@@ -101,7 +101,7 @@ def one_step_targets(
         obs[row, : len(dataset.action_joints)] = 0.0
         if before is not None:
             obs[row, env.delta_cols] = d[before]
-    return obs, d, start_error, float(np.mean(np.linalg.norm(r, axis=1)))
+    return obs, d, start_error, float(torch.linalg.norm(r, dim=1).mean())
 
 
 def fit_actor(actor: torch.nn.Module, obs: np.ndarray, targets: np.ndarray, cfg: WarmStartCfg) -> float:
