@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import yaml
@@ -37,6 +37,7 @@ from asap_logger.errors import (
 from asap_logger.reader.cdr import decode
 
 _T = TypeVar("_T")
+_R = TypeVar("_R", bound="_Rows")  # typing.Self is Python >= 3.11; the robot runs 3.10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +53,7 @@ class TopicNames:
 class _Rows:
     """Row selection shared by the array bundles (every ndarray field has N rows)."""
 
-    def take(self, rows: np.ndarray) -> Self:
+    def take(self: _R, rows: np.ndarray) -> _R:
         """The same bundle restricted to ``rows``."""
         return replace(
             self,
