@@ -444,7 +444,7 @@ class ChunkRecord:
         """The decompressed records, checked against the stored size and CRC (ValueError otherwise)."""
         data = _decompress(self.compression, self.body, self.uncompressed_size)
         if len(data) != self.uncompressed_size:
-            more = "more than" if len(data) > self.uncompressed_size else ""
+            more = "more than " if len(data) > self.uncompressed_size else ""
             raise ValueError(
                 f"{more}{len(data)} bytes after decompression, header says {self.uncompressed_size}"
             )
@@ -557,7 +557,7 @@ def scan(
         raise BagError(f"{path}: cannot read: {exc}") from None
     if not out.complete and not strict:
         out.problems.append(f"{path.name}: no footer; data after byte {out.valid_end} was cut off")
-        if out.valid_end < size:
+        if out.valid_end < size and not (out.dropped and out.dropped[-1][1] == size):
             out.dropped.append((out.valid_end, size, "cut off"))
     return out
 
@@ -604,7 +604,7 @@ class _Scanner:
                 if in_summary:  # the data section was read whole; reindex rebuilds the summary
                     out.problems.append(f"{out.path.name}: summary damaged at byte {pos} ({exc})")
                     return
-                resume = self._damaged(pos, str(exc))
+                resume = self._damaged(pos, str(exc), cut=end > size)
                 if resume is None:
                     return
                 pos, attach = resume, None
@@ -626,7 +626,7 @@ class _Scanner:
             out.schemas.setdefault(schema.id, schema)
         elif opcode == OP_CHANNEL:
             channel = _channel(cur)
-            if channel.id not in out.channels and not in_summary:
+            if channel.id not in out.channels:  # (from the summary: one whose record was damaged)
                 self._add_channel(channel)
         elif opcode == OP_METADATA and not in_summary:
             name, entries = cur.str(), cur.map()
@@ -692,19 +692,21 @@ class _Scanner:
         out.end_time = max(out.end_time, chunk.end_time)
         return chunk.end
 
-    def _damaged(self, pos: int, detail: str) -> int | None:
-        """Where reading resumes past damage at ``pos``; None if the file was cut off there."""
+    def _damaged(self, pos: int, detail: str, cut: bool) -> int | None:
+        """Where reading resumes past damage at ``pos``; None if the file was cut off there (``cut``:
+        the record runs past the end) or nothing after it is readable."""
         resume = self._resync(pos)
         summary = self.summary()
-        if resume is None:
-            if summary is None or summary.data_end <= pos:
-                return None  # nothing readable after it and no summary saying otherwise: a crash's cut
+        if resume is None and summary is not None and summary.data_end > pos:
             resume = summary.data_end
+        if resume is None and cut:
+            return None  # a record running past the end, nothing readable after it: a crash's cut
         if self.strict:
-            raise CorruptRecordError(self.out.path.name, pos,
-                                     f"{detail}; readable records resume at byte {resume}")
-        self.out.problems.append(f"{self.out.path.name}: bytes {pos}..{resume} unreadable, skipped: {detail}")
-        self.out.dropped.append((pos, resume, detail))
+            where = f"readable records resume at byte {resume}" if resume else "nothing readable follows"
+            raise CorruptRecordError(self.out.path.name, pos, f"{detail}; {where}")
+        end = self.size if resume is None else resume
+        self.out.problems.append(f"{self.out.path.name}: bytes {pos}..{end} unreadable, skipped: {detail}")
+        self.out.dropped.append((pos, end, detail))
         return resume
 
     def _resync(self, pos: int) -> int | None:
