@@ -27,6 +27,7 @@ import bz2
 import io
 import lzma
 import math
+import os
 import pickle
 import zlib
 from collections.abc import Callable
@@ -319,7 +320,8 @@ def _read(path: Path) -> bytes:
     if not path.is_file():
         raise UnsafePickleError("not a regular file")
     with path.open("rb") as fh:
-        raw = fh.read(MAX_BYTES + 1)
+        size = os.fstat(fh.fileno()).st_size
+        raw = fh.read(min(size, MAX_BYTES) + 1)  # read(n) allocates n up front: never the cap itself
     if len(raw) > MAX_BYTES:
         raise UnsafePickleError(f"larger than {MAX_BYTES} bytes (asap_training.motion.safe_pickle.MAX_BYTES)")
     for magic, make in _COMPRESSED:
