@@ -12,7 +12,7 @@ cannot be built here (no Docker engine). This step stands in for it:
    on any that does not import (a module that imports something the image lacks, other than ROS, fails
    too: add it to the pins or keep it out of robot-side code);
 4. runs there the unit tests of those packages that need no ROS, torch or MuJoCo
-   (``pytest -m "not graph and not node"``), plus ``tests/robot/``;
+   (``pytest -m "not graph and not node"``), plus ``tests/robot/`` and ``tests/faults/``;
 5. resolves the pins and everything they pull for CPython 3.10 on manylinux aarch64 (the G1's Jetson
    Orin) and x86_64 (glibc <= 2.35, Humble's Ubuntu 22.04) with wheels only: pip's dry run reads PyPI's
    metadata without downloading the wheels (~10 s); the result is cached per pins; without PyPI the
@@ -47,7 +47,8 @@ PINS = ROOT / "docker" / "requirements-robot.txt"
 SRC = ROOT / "ros2_ws" / "src"
 ROBOT_PACKAGES = ("asap_core", "asap_logger", "asap_policy", "asap_bringup")
 """What the robot image builds (everything but the MuJoCo twin)."""
-ROBOT_TESTS = ROOT / "tests" / "robot"
+ROBOT_TESTS = (ROOT / "tests" / "robot", ROOT / "tests" / "faults")
+"""Cross-package tests run there too (those of them that need nothing the robot venv lacks)."""
 TEST_TOOLS = ("pytest", "pytest-timeout", "pyyaml")
 """Added to the pins in .venv-robot, at constraints.txt's versions (PyYAML: the image's apt python3-yaml)."""
 ROS = {*FORBIDDEN, "launch", "launch_ros", "ament_index_python", "rcl_interfaces", "geometry_msgs",
@@ -191,7 +192,7 @@ def robot_modules() -> list[tuple[str, Path]]:
 
 def robot_test_files() -> list[Path]:
     return [p for pkg in ROBOT_PACKAGES for p in sorted((SRC / pkg / "test").glob("test_*.py"))] \
-        + sorted(ROBOT_TESTS.glob("test_*.py"))
+        + [p for folder in ROBOT_TESTS for p in sorted(folder.glob("test_*.py"))]
 
 
 def available_modules(vpy: Path, env: dict[str, str]) -> set[str]:
