@@ -136,6 +136,17 @@ def test_a_crash_cut_is_closed_and_its_partial_record_kept_aside(bag: Path) -> N
     assert (bag / "ep_0.mcap.orig").read_bytes() == raw[: chunks[-1].offset + 100]
 
 
+def test_a_hostile_metadata_yaml_is_not_followed_out_of_the_bag(bag: Path, intact: Path) -> None:
+    outside = bag.parent / "outside_0.mcap"
+    shutil.copy(bag / "ep_0.mcap", outside)  # a readable bag file the listing points at, outside the bag
+    info = {"rosbag2_bagfile_information": {"relative_file_paths": ["../outside_0.mcap", 5, "/etc/passwd"]}}
+    (bag / "metadata.yaml").write_text(json.dumps(info))
+    ep = open_episode(bag)
+    assert sum(ep.counts.values()) == 1550  # ep_0.mcap once, nothing from outside
+    (bag / "metadata.yaml").write_text("rosbag2_bagfile_information: [1, 2]\n")
+    assert _blobs(bag) == _blobs(intact)
+
+
 # --- item 11: every parse error is a BagError naming file and offset; decompression capped -------
 def _record_at(path: Path, opcode: int, needle: bytes) -> int:
     """Offset of the first top-level record of ``opcode`` whose bytes contain ``needle``."""
