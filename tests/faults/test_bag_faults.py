@@ -25,7 +25,7 @@ from synth_bags import write_episode
 from asap_logger import mcap_io
 from asap_logger.bag import BagCfg, TopicInfo
 from asap_logger.cli import main as asap_bag
-from asap_logger.errors import BagError, LoggerError
+from asap_logger.errors import BagError, ConfigError, LoggerError
 from asap_logger.msgdefs import load_definition
 from asap_logger.reader import open_episode
 from asap_logger.recorder import EventKind, Recorder, RecorderCfg
@@ -201,6 +201,11 @@ def test_a_chunk_claiming_2_to_the_44_bytes_is_refused_before_allocating(tmp_pat
     with pytest.raises(BagError, match=rf"x\.mcap: record at byte {at} is corrupt: claims 17592186044416 "
                                        r"bytes uncompressed, over the reader's limit"):
         mcap_io.scan(file)
+
+
+def test_the_recorder_never_writes_chunks_its_reader_would_refuse(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"chunk_bytes must be in \(0, 268435456\]"):
+        RecorderCfg(output_dir=tmp_path, bag=BagCfg(chunk_bytes=mcap_io.MAX_CHUNK_BYTES + 1))
 
 
 @pytest.mark.parametrize("compression", ["zstd", "lz4"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def rewrite_file(contents: mcap_io.FileContents) -> Path | None:
                 chunk = mcap_io.read_chunk(mm, info.offset, len(mm))
                 writer.copy_chunk(chunk, chunk.records())
             for start, end in contents.loose:
-                cid, seq, log_time, pub = mcap_io.struct.unpack_from("<HIQQ", mm, start + 9)
+                cid, seq, log_time, pub = struct.unpack_from("<HIQQ", mm, start + 9)
                 writer.add_message(cid, seq, log_time, pub, mm[start + 31 : end])
         writer.close()
         check = mcap_io.scan(tmp, strict=True)
