@@ -4,7 +4,7 @@ ENV := source scripts/env.sh &&
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: help setup demo demo-quick test test-fast lint bench lock clean
+.PHONY: help setup demo demo-quick test test-fast test-robot lint bench lock clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -18,12 +18,16 @@ demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, f
 demo-quick: setup  ## the same loop with small budgets (a few minutes)
 	@$(ENV) python -m asap_training.stage2.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
-test: setup  ## lint, then every test (unit, node, graph over DDS)
+test: setup  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
 	@$(ENV) ruff check .
+	@$(ENV) python scripts/robot_py310.py
 	@$(ENV) python -m pytest $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (no DDS, no slow)
 	@$(ENV) python -m pytest -m "not graph and not slow" $(PYTEST_ARGS)
+
+test-robot: setup  ## the robot image's Python 3.10 + docker/requirements-robot.txt: imports, ROS-free tests, aarch64/x86_64 wheels
+	@$(ENV) python scripts/robot_py310.py
 
 lint: setup  ## ruff
 	@$(ENV) ruff check .

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ from asap_bringup.profile import ProfileError, launch_entries, load_profile
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CONFIG = FIXTURES / "config"
+needs_rclpy = pytest.mark.skipif(importlib.util.find_spec("rclpy") is None,
+                                 reason="the fixture's nodes are rclpy nodes (make test-robot has no ROS)")
 
 
 def _env() -> dict[str, str]:
@@ -47,6 +50,7 @@ def _heartbeats() -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
+@needs_rclpy
 def test_profile_parameters_reach_the_nodes() -> None:
     proc = _start("pair", "greeting:=bonjour")
     try:
@@ -64,6 +68,7 @@ def test_condition_argument_skips_a_node() -> None:
     assert out.stdout.strip().count("\n") == 0 and "__node:=first" in out.stdout
 
 
+@needs_rclpy
 def test_ctrl_c_stops_every_node_within_5s() -> None:
     proc = _start("pair")
     _read_until(proc, ["first greeting", "second greeting"])
@@ -79,6 +84,7 @@ def test_ctrl_c_stops_every_node_within_5s() -> None:
     assert time.monotonic() - t0 < 5.0
 
 
+@needs_rclpy
 def test_a_killed_node_makes_the_runner_fail_naming_it() -> None:
     proc = _start("pair")
     _read_until(proc, ["first greeting", "second greeting"])

@@ -12,6 +12,7 @@ every closed file; ``asap-bag reindex`` rebuilds it from the files themselves.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -161,7 +162,10 @@ _INDEX = re.compile(r"_(\d+)\.mcap$")
 
 def bag_files(path: Path, bag_metadata: dict | None) -> list[Path]:
     """The .mcap files of a bag: those metadata.yaml lists, then any others by split index."""
-    listed = [path / p for p in (bag_metadata or {}).get("relative_file_paths", [])]
+    names = (bag_metadata or {}).get("relative_file_paths", [])
+    # metadata.yaml is data, not trusted: only plain file names of this directory
+    listed = [path / p for p in names if isinstance(p, str) and p.endswith(".mcap") and Path(p).name == p] \
+        if isinstance(names, list) else []
     found = sorted(
         path.glob("*.mcap"), key=lambda p: (int(m.group(1)) if (m := _INDEX.search(p.name)) else -1, p.name)
     )
@@ -171,11 +175,38 @@ def bag_files(path: Path, bag_metadata: dict | None) -> list[Path]:
     return files
 
 
+def fsync_dir(path: Path) -> None:
+    """Make renames and new files in directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text``: after a crash it holds the old or the new text, never a mix."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    fsync_dir(path.parent)
+
+
 def write_metadata(bag: Path, document: dict) -> None:
-    """Write ``metadata.yaml`` atomically (temp file + rename)."""
-    tmp = bag / "metadata.yaml.tmp"
-    tmp.write_text(yaml.safe_dump(document, default_flow_style=False, sort_keys=False))
-    tmp.replace(bag / "metadata.yaml")
+    """Write ``metadata.yaml`` atomically."""
+    write_atomic(bag / "metadata.yaml", yaml.safe_dump(document, default_flow_style=False, sort_keys=False))
+
+
+def topic_counts(scans: list[mcap_io.FileContents]) -> dict[str, int]:
+    """Topic -> messages in the scanned files (those of chunks that read whole)."""
+    counts: dict[str, int] = {}
+    for contents in scans:
+        for cid, channel in contents.channels.items():
+            counts[channel.topic] = counts.get(channel.topic, 0) + contents.counts.get(cid, 0)
+    return counts
 
 
 class BagWriter:

@@ -1,7 +1,8 @@
 """``asap-bag``: inspect and repair episode bags without ROS.
 
 asap-bag info <bag>...       topics, counts, duration, episode metadata, problems
-asap-bag reindex <bag>...    close files cut off by a crash, rebuild metadata.yaml
+asap-bag reindex <bag>...    close files cut off by a crash, step over damage (never editing a file in
+                             place), rebuild metadata.yaml, report what was lost
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def _reindex(bag: Path) -> None:
     print(f"{bag}: {report.message_count} messages; closed: {closed}; metadata.yaml rewritten")
     for problem in report.problems:
         print(f"  ! {problem}")
+    for lost in report.lost:
+        print(f"  lost: {lost}")
+    for backup in report.backups:
+        print(f"  original kept as {bag / backup} (it holds bytes the repaired file lacks)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,12 +31,20 @@ class BagNotFoundError(BagError):
     """The path is not a bag directory or holds no .mcap file."""
 
 
-class CorruptChunkError(BagError):
-    """A chunk (or record) of an .mcap file is damaged: bad CRC, bad length, unknown compression."""
+class CorruptRecordError(BagError):
+    """A record of an .mcap file does not parse: bad length, bad field, not UTF-8, too large."""
+
+    def __init__(self, file: str, offset: int, detail: str, what: str = "record") -> None:
+        super().__init__(f"{file}: {what} at byte {offset} is corrupt: {detail}")
+        self.file, self.offset, self.detail = file, offset, detail
+
+
+class CorruptChunkError(CorruptRecordError):
+    """A chunk of an .mcap file is damaged: bad CRC, bad length, unknown compression, too large."""
 
     def __init__(self, file: str, chunk_index: int, offset: int, detail: str) -> None:
-        super().__init__(f"{file}: chunk #{chunk_index} at byte {offset} is corrupt: {detail}")
-        self.file, self.chunk_index, self.offset, self.detail = file, chunk_index, offset, detail
+        super().__init__(file, offset, detail, what=f"chunk #{chunk_index}")
+        self.chunk_index = chunk_index
 
 
 class TruncatedFileError(BagError):

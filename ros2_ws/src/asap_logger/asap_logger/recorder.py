@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from asap_logger.bag import BagCfg, BagWriter, TopicInfo
-from asap_logger.errors import ConfigError, StorageError
+from asap_logger import mcap_io
+from asap_logger.bag import BagCfg, BagWriter, TopicInfo, bag_files, topic_counts, write_atomic
+from asap_logger.errors import ConfigError, LoggerError, StorageError
 
 log = logging.getLogger("asap_logger.recorder")
 MODE_POLICY = 3
@@ -49,6 +50,9 @@ class RecorderCfg:
     def __post_init__(self) -> None:
         if self.bag.chunk_period_s <= 0 or self.writer_period_s <= 0:
             raise ConfigError("chunk_period_s and writer_period_s must be > 0")
+        if not 0 < self.bag.chunk_bytes <= mcap_io.MAX_CHUNK_BYTES:
+            raise ConfigError(f"chunk_bytes must be in (0, {mcap_io.MAX_CHUNK_BYTES}] (what readers accept), "
+                              f"got {self.bag.chunk_bytes}")
         if self.bag.compression not in ("", "zstd", "lz4"):
             raise ConfigError(f"compression must be '', 'zstd' or 'lz4', got {self.bag.compression!r}")
 
@@ -123,10 +127,17 @@ def episode_id(name: str, now: float) -> str:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write JSON atomically (temp file + rename)."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
+    """Write JSON atomically (see ``write_atomic``)."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def counts_on_disk(bag: Path) -> tuple[dict[str, int], list[str]]:
+    """(topic -> messages, files) of a bag as a reader finds them: what a failed episode really holds."""
+    try:
+        files = bag_files(bag, None)
+        return topic_counts([mcap_io.scan(f, strict=False) for f in files]), [f.name for f in files]
+    except (LoggerError, OSError):  # the directory went away with the disk
+        return {}, []
 
 
 class _Episode:
@@ -355,13 +366,17 @@ class Recorder:
                 assert episode.result is not None
                 return episode.result
         failed = "error" in meta
+        if failed:  # the open chunk (and maybe more) never reached the disk: count what did
+            topics, files = counts_on_disk(episode.bag.path)
+        else:
+            topics, files = episode.bag.topic_message_counts(), [f.path for f in episode.bag.files]
         meta.update(
             status="failed" if failed else "complete",
             stop_reason=reason,
             stop_time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            message_count=episode.bag.message_count,
-            topics=episode.bag.topic_message_counts(),
-            files=[f.path for f in episode.bag.files],
+            message_count=sum(topics.values()),
+            topics=topics,
+            files=files,
         )
         try:
             write_json(episode.bag.path / "episode.json", meta)
@@ -374,11 +389,11 @@ class Recorder:
                 self._recording = False
             self._episodes_done += 1
         kind = EventKind.FAILED if failed else EventKind.STOPPED
-        episode.result = self._emit(kind, episode, meta["error"] if failed else reason)
+        episode.result = self._emit(kind, episode, meta["error"] if failed else reason, meta["message_count"])
         return episode.result
 
-    def _emit(self, kind: EventKind, episode: _Episode, reason: str) -> EpisodeEvent:
-        event = EpisodeEvent(kind, episode.id, str(episode.bag.path), reason, episode.bag.message_count)
+    def _emit(self, kind: EventKind, episode: _Episode, reason: str, count: int = 0) -> EpisodeEvent:
+        event = EpisodeEvent(kind, episode.id, str(episode.bag.path), reason, count)
         try:
             self._on_event(event)
         except Exception:  # a broken listener must not take the writer down

@@ -32,6 +32,28 @@ class ProfileError(ValueError):
     """A dynamics profile that cannot be loaded (unknown key, bad value, no such profile)."""
 
 
+class _ProfileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys (YAML requires unique keys; PyYAML keeps the last,
+    so a profile that says ``kp_scale`` twice would silently use the second)."""
+
+
+def _unique_mapping(loader: _ProfileLoader, node: yaml.MappingNode) -> dict:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        line = key_node.start_mark.line + 1
+        try:
+            if key in first:
+                raise ProfileError(f"key {key!r} appears twice (lines {first[key]} and {line}); keep one")
+        except TypeError:  # an unhashable key: construct_mapping names it below
+            continue
+        first[key] = line
+    return loader.construct_mapping(node)
+
+
+_ProfileLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 @dataclass(frozen=True)
 class _Key:
     kind: str
@@ -123,7 +145,12 @@ def load_profile(name_or_path: str | Path) -> DynamicsProfile:
                                f"{list(shipped_profiles())}, or pass a path to a .yaml file")
     if not path.is_file():
         raise ProfileError(f"dynamics profile file {str(path)!r} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.load(path.read_text(), Loader=_ProfileLoader) or {}  # a SafeLoader, stricter
+    except ProfileError as err:
+        raise ProfileError(f"{path}: {err}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:  # e.g. !!python/object: no constructor, refused
+        raise ProfileError(f"{path}: not a plain YAML mapping of profile keys ({err})") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a dynamics profile must be a YAML mapping of keys {list(KEYS)}")
     try:

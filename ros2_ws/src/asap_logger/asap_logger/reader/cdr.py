@@ -182,6 +182,10 @@ def _plan(defs: FieldDefs, msgtype: str, blob, topic: str, index: int) -> Layout
         return plan(defs, msgtype, blob)
     except (ValueError, struct.error) as exc:
         raise DecodeError(topic, index, str(exc)) from None
+    except KeyError as exc:  # a damaged embedded definition names a type it does not define
+        raise DecodeError(topic, index, f"the bag's message definition lacks type {exc}") from None
+    except RecursionError:
+        raise DecodeError(topic, index, "the bag's message definition nests itself") from None
 
 
 def _stack(blobs: list, size: int) -> np.ndarray:

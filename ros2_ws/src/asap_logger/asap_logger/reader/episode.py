@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import yaml
@@ -37,6 +37,7 @@ from asap_logger.errors import (
 from asap_logger.reader.cdr import decode
 
 _T = TypeVar("_T")
+_R = TypeVar("_R", bound="_Rows")  # typing.Self is Python >= 3.11; the robot runs 3.10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +53,7 @@ class TopicNames:
 class _Rows:
     """Row selection shared by the array bundles (every ndarray field has N rows)."""
 
-    def take(self, rows: np.ndarray) -> Self:
+    def take(self: _R, rows: np.ndarray) -> _R:
         """The same bundle restricted to ``rows``."""
         return replace(
             self,
@@ -197,9 +198,10 @@ def open_episode(
 def _bag_metadata(path: Path) -> dict | None:
     """metadata.yaml's content; None when absent or unreadable (the .mcap files are the truth)."""
     try:
-        return yaml.safe_load(path.read_text())["rosbag2_bagfile_information"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        info = yaml.safe_load(path.read_text())["rosbag2_bagfile_information"]
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):  # ValueError: not UTF-8
         return None
+    return info if isinstance(info, dict) else None
 
 
 class Episode:
@@ -233,7 +235,8 @@ class Episode:
         def want(channel: mcap_io.Channel, schema: mcap_io.Schema | None) -> bool:
             if schema is None:
                 return False
-            self._schemas.setdefault(schema.name, schema.data.decode())
+            # undecodable bytes become U+FFFD: the definition then fails to parse (DecodeError) if used
+            self._schemas.setdefault(schema.name, schema.data.decode(errors="replace"))
             entries[channel.id] = self._data.setdefault(channel.topic, (schema.name, [], [], []))
             return wanted is None or channel.topic in wanted
 
@@ -245,6 +248,7 @@ class Episode:
 
         contents = mcap_io.scan(file, sink=sink, wanted=want)
         self._mcap_metadata.update(dict(contents.metadata))
+        self.issues += contents.problems
         if not contents.complete:
             self.issues.append(
                 f"{file.name}: not closed (crash?); read up to byte {contents.valid_end}, "
@@ -254,13 +258,21 @@ class Episode:
     def _episode_metadata(self) -> dict:
         sidecar = self.path / "episode.json"
         try:
-            return json.loads(sidecar.read_text())
+            meta = json.loads(sidecar.read_text())
+            if isinstance(meta, dict):
+                return meta
+            self.issues.append("episode.json is not a JSON object; using the metadata stored in the bag")
         except FileNotFoundError:
             pass
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
             self.issues.append(f"episode.json unreadable ({exc}); using the metadata stored in the bag")
         started = self._mcap_metadata.get("asap_episode", {})
-        return json.loads(started["json"]) if "json" in started else dict(started)
+        try:
+            meta = json.loads(started["json"]) if "json" in started else dict(started)
+        except ValueError as exc:
+            self.issues.append(f"the episode metadata stored in the bag is not JSON ({exc})")
+            return dict(started)
+        return meta if isinstance(meta, dict) else {"json": meta}
 
     # -- raw access -------------------------------------------------------------------------------
     @property
@@ -301,12 +313,11 @@ class Episode:
     def _fielddefs(self, msgtype: str) -> dict:
         """Field definitions of ``msgtype`` and its dependencies, parsed once from the bag's schema."""
         if msgtype not in self._defs:
-            try:
-                types = get_types_from_msg(self._schemas[msgtype], msgtype)
-            except Exception as exc:  # rosbags raises several parser error types
-                raise DecodeError(msgtype, 0, f"embedded message definition does not parse: {exc}") from None
             store = get_typestore(Stores.EMPTY)
-            store.register(types)
+            try:
+                store.register(get_types_from_msg(self._schemas[msgtype], msgtype))
+            except Exception as exc:  # rosbags raises several parser and type-store error types
+                raise DecodeError(msgtype, 0, f"embedded message definition does not parse: {exc}") from None
             self._defs[msgtype] = store.fielddefs
         return self._defs[msgtype]
 
