@@ -52,7 +52,7 @@ def test_subscriptions_run_while_an_offloaded_service_blocks(context) -> None:
 
     server.create_service(Trigger, "/inline_test/block", serve, callback_group=blocking)
     server.create_subscription(Int32, "/inline_test/ints", on_int, 10)
-    executor = InlineExecutor(offload=[blocking], context=context)
+    executor = InlineExecutor(offload={blocking: 2}, context=context)
     executor.add_node(server)
     spinner = threading.Thread(target=executor.spin, name="spinner", daemon=True)
     spinner.start()
@@ -85,7 +85,7 @@ def test_subscriptions_run_while_an_offloaded_service_blocks(context) -> None:
 def test_an_inline_callback_error_reaches_the_spinning_thread(context) -> None:
     node = rclpy.create_node("inline_error", context=context)
     node.create_timer(0.01, lambda: 1 / 0)
-    executor = InlineExecutor(offload=[ReentrantCallbackGroup()], context=context)
+    executor = InlineExecutor(offload={ReentrantCallbackGroup(): 2}, context=context)
     executor.add_node(node)
     try:
         with pytest.raises(ZeroDivisionError):
