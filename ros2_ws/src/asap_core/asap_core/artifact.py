@@ -396,13 +396,18 @@ def read_artifact_bytes(path: str | Path, rules: SourceRules = SourceRules()) ->
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
         raise CorruptArtifactError("file", f"cannot read {path}: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise SourceRefusedError("file", f"{path} is not a regular file (a device, FIFO, socket "
                                              "or folder); expected an .onnx file")
-        data = f.read(rules.max_bytes + 1) if st.st_size <= rules.max_bytes else b""
-    if st.st_size > rules.max_bytes or len(data) > rules.max_bytes:
+        if st.st_size > rules.max_bytes:
+            raise SourceRefusedError("file", f"{path} is larger than {rules.max_bytes} bytes (policy_max_mb)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(rules.max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > rules.max_bytes:  # it grew after the check
         raise SourceRefusedError("file", f"{path} is larger than {rules.max_bytes} bytes (policy_max_mb)")
     digest = sha256_of(data) if rules.allowed_sha256 else ""
     if digest and digest not in rules.allowed_sha256:

@@ -23,19 +23,20 @@ class InlineExecutor(Executor):
     0.1x real time (py-spy: ``_spin_once_impl``/``Future.done`` and pool workers on top). The hot
     callbacks here only store bytes or a time, so running them inline costs less than any hand-off.
 
-    An exception from a callback goes to ``on_error`` (the node damps and keeps spinning, so its
-    status can say why); without one it is raised in the spinning thread, as rclpy's executors do.
+    An exception from a callback goes to ``on_error(error, callback name)`` (the node damps and keeps
+    spinning, so its status can say why); without one it is raised in the spinning thread, as
+    rclpy's executors do.
     """
 
     def __init__(
         self, offload: Mapping[CallbackGroup, int], *, context: Context | None = None,
-        on_error: Callable[[BaseException], None] | None = None,
+        on_error: Callable[[BaseException, str], None] | None = None,
     ) -> None:
         super().__init__(context=context)
         self._pools = {group: ThreadPoolExecutor(threads, thread_name_prefix="offloaded_callback")
                        for group, threads in offload.items()}
         self._on_error = on_error
-        self._offloaded: list[Task] = []
+        self._offloaded: list[tuple[Task, str]] = []
 
     def spin_once(self, timeout_sec: float | None = None) -> None:
         """Wait for one ready callback and run it (inline, or on its group's pool)."""
@@ -44,22 +45,31 @@ class InlineExecutor(Executor):
         except (ShutdownException, TimeoutException):
             return
         pool = next((p for g, p in self._pools.items() if getattr(entity, "callback_group", None) is g), None)
+        name = getattr(getattr(entity, "callback", None), "__name__", type(entity).__name__)
         if pool is not None:
-            pool.submit(handler)
-            self._offloaded.append(handler)
+            # rclpy yields a task again until it starts executing: submit (and report) it once
+            if all(task is not handler for task, _ in self._offloaded):
+                self._offloaded.append((handler, name))
+                pool.submit(self._run_offloaded, handler, name)
         else:
             handler()
-            self._surface(handler)
-        for task in [t for t in self._offloaded if t.done()]:
-            self._offloaded.remove(task)
-            self._surface(task)
+            self._surface(handler, name)
+        for done in [d for d in self._offloaded if d[0].done()]:
+            self._offloaded.remove(done)
+            if self._on_error is None:
+                done[0].result()  # raises what the callback raised, in the spinning thread
 
-    def _surface(self, task: Task) -> None:
+    def _run_offloaded(self, task: Task, name: str) -> None:
+        task()
+        if self._on_error is not None:
+            self._surface(task, name)  # at once: the spinning thread may wait long for new work
+
+    def _surface(self, task: Task, name: str) -> None:
         """Raise what the callback raised, or hand it to ``on_error``."""
         if self._on_error is None:
             task.result()
         elif (error := task.exception()) is not None:
-            self._on_error(error)
+            self._on_error(error, name)
 
     def shutdown(self, timeout_sec: float | None = None) -> bool:
         """Stop spinning; blocked offloaded callbacks are not waited for."""

@@ -245,9 +245,10 @@ class PolicyNode(Node):
             try:
                 return callback(request, response)
             except Exception as e:
-                self.internal_error(e, f"{callback.__name__}")
+                self.internal_error(e, callback.__name__)
                 response.accepted, response.message = False, f"internal error, not applied: {e!r}"
                 return response
+        answer.__name__ = callback.__name__  # errors are reported by callback name
         return answer
 
     def internal_error(self, error: BaseException, where: str = "a callback") -> None:
@@ -292,7 +293,10 @@ class PolicyNode(Node):
         else:
             response.message = f"refused {request.path}: " + (pending.swap or "no control tick ran within "
                                                                "1 s to swap it in")
-        (self.get_logger().info if response.accepted else self.get_logger().warning)(response.message)
+        if response.accepted:  # two call sites: rclpy fixes a call site's severity at its first use
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().warning(response.message)
         return response
 
     def _submit(self, pending: _Pending) -> _Pending:
