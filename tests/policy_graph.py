@@ -8,12 +8,15 @@ talks to it over DDS.
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import policies
 import rclpy
 from asap_msgs.msg import PolicyRecord, PolicyStatus
 from asap_msgs.srv import LoadPolicy, SetMode
@@ -103,6 +106,11 @@ class Graph:
     def load(self, path: Path) -> LoadPolicy.Response:
         return self.call(self.load_client, LoadPolicy.Request(path=str(path)))
 
+    def _mode_since(self, tick: int) -> Mode | None:
+        """The mode of a status newer than ``tick`` (None while the newest is not)."""
+        status = self.status
+        return Mode(status.mode) if status.tick > tick else None
+
     def to_hold(self, attempts: int = 3) -> None:
         """From wherever the node is, back to HOLD through reset and RAMP.
 
@@ -111,16 +119,18 @@ class Graph:
         the assertions of the tests themselves do not.
         """
         for _ in range(attempts):
-            if self.mode() is Mode.DAMPING:
-                assert self.set_mode(SetMode.Request.REQUEST_RESET).accepted
-            if self.mode() is Mode.POLICY:
-                assert self.set_mode(SetMode.Request.REQUEST_HOLD).accepted
-            if self.mode() is not Mode.ZERO_TORQUE:
+            # the replies carry the mode after each request (the status may lag a tick behind)
+            mode = Mode(self.set_mode(SetMode.Request.REQUEST_RESET).mode)  # refused outside DAMPING
+            if mode is Mode.POLICY:
+                mode = Mode(self.set_mode(SetMode.Request.REQUEST_HOLD).mode)
+            if mode is not Mode.ZERO_TORQUE:
                 self.set_mode(SetMode.Request.REQUEST_ZERO_TORQUE)
+            asked_at = self.status.tick
             if self.set_mode(SetMode.Request.REQUEST_RAMP).accepted:
                 with contextlib.suppress(AssertionError):
-                    self.wait(lambda: self.mode() in (Mode.HOLD, Mode.DAMPING), 10.0, "HOLD after RAMP")
-            if self.mode() is Mode.HOLD:
+                    self.wait(lambda t=asked_at: self._mode_since(t) in (Mode.HOLD, Mode.DAMPING), 10.0,
+                              "HOLD after RAMP")
+            if self._mode_since(asked_at) is Mode.HOLD:
                 return
             time.sleep(0.5)
         raise AssertionError(f"could not reach HOLD: {self.status}")
@@ -134,15 +144,25 @@ class Graph:
         self.fake.destroy_node()
 
 
+def fresh_domain() -> int:
+    """A DDS domain other than the session's: a node of the previous test module still shutting
+    down (or its endpoints, until DDS forgets them) must not answer this one's requests or block
+    its start (the policy node refuses to leave ZERO_TORQUE beside another /lowcmd publisher)."""
+    session = os.environ.get("ROS_DOMAIN_ID")
+    return random.SystemRandom().choice([d for d in range(1, 102) if str(d) != session])
+
+
 @contextlib.contextmanager
 def running_graph(tmp: Path, *params: str, sim_clock: bool = False) -> Iterator[Graph]:
     """rclpy up, the test side of the graph, and ``policy_node`` in its own process with ``params``
     (``name:=value``; on sim time from :class:`SimClock` with ``sim_clock``), ready (first status
     and command, no start block); all torn down after."""
-    rclpy.init()
+    domain = fresh_domain()
+    rclpy.init(domain_id=domain)
     g = Graph(tmp, sim_clock)
     args = [a for p in (*params, *(["use_sim_time:=true"] if sim_clock else [])) for a in ("-p", p)]
-    proc = spawn("-m asap_policy.policy_node", "--ros-args", *args)
+    proc = spawn("-m asap_policy.policy_node", "--ros-args", *args,
+                 env={**os.environ, "ROS_DOMAIN_ID": str(domain)})
     try:
         g.wait(lambda: g.status is not None and g.fake.commands, 60.0, "the node's first status and command")
         g.wait(lambda: g.status.fault == "", 20.0, "no start block")
@@ -153,3 +173,13 @@ def running_graph(tmp: Path, *params: str, sim_clock: bool = False) -> Iterator[
         _, _, err = finish(proc, timeout_s=10.0)
         rclpy.shutdown()
         print(err[-3000:])  # the node's log, shown when a test fails
+
+
+@contextlib.contextmanager
+def sine_policy_graph(tmp: Path, motion_s: float, *params: str, sim_clock: bool = False) -> Iterator[Graph]:
+    """:func:`running_graph` whose node starts with a gentle 23-joint sine policy (``motion_s``
+    long), ramping in 0.3 s and reporting status at 20 Hz."""
+    policy = policies.write(tmp / "sine.onnx", policies.Sine(23, 0.2), motion_s=motion_s, name="sine")
+    with running_graph(tmp, f"policy_path:={policy}", "ramp_s:=0.3", "status_rate_hz:=20.0", *params,
+                       sim_clock=sim_clock) as g:
+        yield g

@@ -14,22 +14,18 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("torch")
-import policies  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from policy_graph import Graph, running_graph  # noqa: E402
+from policy_graph import Graph, sine_policy_graph  # noqa: E402
 
 from asap_core.modes import Mode  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.flaky(reruns=1)]
-N = 23
 
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("clock_faults")
-    policy = policies.write(tmp / "sine.onnx", policies.Sine(N, 0.2), motion_s=30.0, name="sine")
-    with running_graph(tmp, f"policy_path:={policy}", "ramp_s:=0.3", "stale_damp_ms:=200.0",
-                       "status_rate_hz:=20.0", sim_clock=True) as g:
+    with sine_policy_graph(tmp_path_factory.mktemp("clock_faults"), 30.0, "stale_damp_ms:=200.0",
+                           sim_clock=True) as g:
         yield g
 
 

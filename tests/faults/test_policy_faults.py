@@ -20,7 +20,7 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("torch")
 import policies  # noqa: E402
 from asap_msgs.srv import LoadPolicy, SetMode  # noqa: E402
-from policy_graph import Graph, running_graph  # noqa: E402
+from policy_graph import Graph, sine_policy_graph  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from unitree_hg.msg import LowCmd  # noqa: E402
 
@@ -37,13 +37,11 @@ KNEE_MOTOR = g1.MOTOR_ORDER.index("left_knee_joint")
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("faults")
-    policy = policies.write(tmp / "long.onnx", policies.Sine(N, 0.2), motion_s=30.0, name="long")
     # stale_damp_ms 200: these tests are about other faults; a loaded CI moment must not damp them.
     # load_timeout_s 60: the slow load must end in its own refusal on a loaded machine (the timeout
     # has its unit test), or it would keep the loader busy into the next test
-    with running_graph(tmp, f"policy_path:={policy}", "ramp_s:=0.3", "stale_damp_ms:=200.0",
-                       "status_rate_hz:=20.0", "load_timeout_s:=60.0") as g:
+    with sine_policy_graph(tmp_path_factory.mktemp("faults"), 30.0, "stale_damp_ms:=200.0",
+                           "load_timeout_s:=60.0") as g:
         yield g
 
 
@@ -51,6 +49,12 @@ def graph(tmp_path_factory: pytest.TempPathFactory):
 def base(graph: Graph) -> Path:
     """A valid artifact to derive bad ones from (a constant-0 policy: holds the default pose)."""
     return policies.write(graph.tmp / "base.onnx", policies.Constant(N, 0.0), motion_s=30.0, name="base")
+
+
+@pytest.fixture(autouse=True)
+def loader_idle(graph: Graph) -> None:
+    """Each test starts with the node's loader free (a failed attempt may leave a slow load running)."""
+    graph.wait(lambda: "busy" not in graph.load(graph.tmp / "none.onnx").message, 120.0, "the loader free")
 
 
 def _start_policy(graph: Graph) -> str:
@@ -119,8 +123,8 @@ def test_special_and_oversized_files_are_refused_at_once(graph: Graph) -> None:
 
 
 def test_a_mode_request_is_answered_while_loads_block(graph: Graph) -> None:
-    # ~1 s per inference: a load (10 warm-up runs, then the dry run) takes 10-30 s
-    slow = policies.write(graph.tmp / "slow.onnx", policies.Slow(N, size=3000), name="slow")
+    # ~0.5 s of CPU per inference: a load (10 warm-up runs, then the dry run) takes 6 s of CPU or more
+    slow = policies.write(graph.tmp / "slow.onnx", policies.Slow(N, size=2500), name="slow")
     graph.to_hold()
     assert graph.load_client.wait_for_service(timeout_sec=20.0)
     first_load = _load_async(graph, slow)
@@ -149,7 +153,6 @@ def test_nan_and_inf_lowstates_never_reach_lowcmd(graph: Graph) -> None:
             graph.wait(lambda: graph.mode() is Mode.DAMPING, 5.0, f"DAMPING on q = {value}")
             time.sleep(0.2)  # damping ticks and writer repeats on the broken state
             graph.fake.q_override = {}
-            assert graph.set_mode(SetMode.Request.REQUEST_RESET).accepted
             graph.to_hold()
     finally:
         graph.fake.q_override = {}
@@ -203,7 +206,8 @@ def test_output_shape_is_checked_at_load_and_on_every_tick(graph: Graph) -> None
     assert "policy output shape [1, 46]" in graph.status.fault, graph.status.fault
     assert graph.set_mode(SetMode.Request.REQUEST_RESET).accepted
     graph.to_hold()
-    assert graph.load(policies.write(graph.tmp / "sine.onnx", policies.Sine(N, 0.2), motion_s=30.0)).accepted
+    sine = policies.write(graph.tmp / "sine_again.onnx", policies.Sine(N, 0.2), motion_s=30.0)
+    assert graph.load(sine).accepted
 
 
 def test_an_impostor_named_policy_node_is_found_by_its_gid(graph: Graph) -> None:

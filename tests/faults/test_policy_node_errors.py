@@ -18,7 +18,7 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("torch")
 import policies  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from policy_graph import Graph  # noqa: E402
+from policy_graph import Graph, fresh_domain  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from asap_core.modes import Mode  # noqa: E402
@@ -36,7 +36,7 @@ class PlantedError(RuntimeError):
 @pytest.fixture
 def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """(graph, arm): the node under test in this process; ``arm(name)`` makes its method ``name``
-    raise :class:`PlantedError` from then on."""
+    raise :class:`PlantedError` once, on its next call."""
     armed: set[str] = set()
 
     def plant(name: str) -> None:
@@ -44,6 +44,7 @@ def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
         def broken(self, *args, **kwargs):
             if name in armed:
+                armed.discard(name)
                 raise PlantedError(f"planted in {name}")
             return original(self, *args, **kwargs)
 
@@ -53,7 +54,7 @@ def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for name in ("_publish_diagnostics", "_submit"):
         plant(name)
     policy = policies.write(tmp_path / "sine.onnx", policies.Sine(N, 0.2), motion_s=30.0, name="sine")
-    rclpy.init()
+    rclpy.init(domain_id=fresh_domain())
     graph = Graph(tmp_path)
     node = PolicyNode(parameter_overrides=[
         Parameter("policy_path", value=str(policy)), Parameter("ramp_s", value=0.3),

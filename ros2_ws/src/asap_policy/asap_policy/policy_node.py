@@ -387,10 +387,12 @@ class PolicyNode(Node):
         while self._sleep_until(deadline, period) and rclpy.ok(context=self.context):
             now = self._now_ns()
             late = now - deadline
-            if late > 1e9 or late < -period:  # a clock jump (sim reset, pause, rewind): re-anchor
-                if late < 0:
-                    self.get_logger().warning(f"sim clock jumped back {-late / 1e9:.3f} s: ticks "
-                                              "re-anchored; a LowState older than the jump counts as stale")
+            if late < -period:  # the sim clock jumped back (a reset): re-anchor on the next period,
+                # which also lets the state of the new time arrive; one older than the jump is stale
+                self.get_logger().warning(f"sim clock jumped back {-late / 1e9:.3f} s: ticks re-anchored")
+                deadline = (now // period + 1) * period
+                continue
+            if late > 1e9:  # a jump forward (sim reset, pause): re-anchor, not a miss
                 deadline, late = (now // period) * period, 0
             skipped = late // period
             if skipped:

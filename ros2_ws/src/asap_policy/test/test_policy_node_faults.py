@@ -17,7 +17,7 @@ rclpy = pytest.importorskip("rclpy")
 torch = pytest.importorskip("torch")
 import policies  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from policy_graph import Graph, running_graph  # noqa: E402
+from policy_graph import Graph, sine_policy_graph  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from unitree_hg.msg import LowCmd  # noqa: E402
 
@@ -34,10 +34,7 @@ DT = 0.02
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("node")
-    policy = policies.write(tmp / "sine.onnx", policies.Sine(N, 0.2), motion_s=1.0, name="sine")
-    with running_graph(tmp, f"policy_path:={policy}", "ramp_s:=0.3", "stale_damp_ms:=50.0",
-                       "status_rate_hz:=20.0") as g:
+    with sine_policy_graph(tmp_path_factory.mktemp("node"), 1.0, "stale_damp_ms:=50.0") as g:
         yield g
 
 
