@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,9 +35,14 @@ class ReceivedCmd:
     data: bytes
 
     @property
+    def _all_words(self) -> np.ndarray:
+        # CDR payload after the 4-byte header: motor i occupies 28 bytes from 28 i: mode at +0, then
+        # the floats q +4, dq +8, tau +12, kp +16, kd +20
+        return np.frombuffer(self.data, dtype=np.uint8, offset=4)[:980].reshape(35, 28)
+
+    @property
     def _words(self) -> np.ndarray:
-        # CDR payload after the 4-byte header: motor i occupies 28 bytes from 28 i; q at +4, kp +16, kd +20
-        return np.frombuffer(self.data, dtype=np.uint8, offset=4)[:980].reshape(35, 28)[: g1.NUM_MOTORS]
+        return self._all_words[: g1.NUM_MOTORS]
 
     @property
     def q(self) -> np.ndarray:
@@ -53,6 +59,11 @@ class ReceivedCmd:
     @property
     def msg(self) -> LowCmd:
         return deserialize_message(self.data, LowCmd)
+
+    @property
+    def floats(self) -> np.ndarray:
+        """Every float field (q, dq, tau, kp, kd) of all 35 motor slots, as sent."""
+        return self._all_words[:, 4:24].copy().view("<f4").astype(np.float64)
 
     @property
     def crc_ok(self) -> bool:
@@ -79,6 +90,10 @@ class FakeG1(Node):
         self.dq = np.zeros(g1.NUM_MOTORS)
         self.keys = 0
         self.publishing = True
+        self.tick_ms: Callable[[], int] | None = None
+        """LowState.tick source (default: a count of states); a lock-step twin sends its sim time in ms."""
+        self.q_override: dict[int, float] = {}
+        """Motor index -> value published instead of the simulated q (e.g. NaN: a broken encoder)."""
         self.commands: list[ReceivedCmd] = []
         self.last_state_t = 0.0
         self._cmd: ReceivedCmd | None = None
@@ -122,9 +137,9 @@ class FakeG1(Node):
             self._step()
             if self.publishing:
                 msg = self._msg
-                msg.tick = tick
+                msg.tick = tick if self.tick_ms is None else self.tick_ms()
                 for i, m in enumerate(msg.motor_state[: g1.NUM_MOTORS]):
-                    m.q, m.dq = float(self.q[i]), float(self.dq[i])
+                    m.q, m.dq = self.q_override.get(i, float(self.q[i])), float(self.dq[i])
                 msg.imu_state.quaternion = [1.0, 0.0, 0.0, 0.0]
                 msg.wireless_remote = list(remote.encode(keys=self.keys))
                 msg.crc = lowstate_crc(msg)

@@ -50,6 +50,9 @@ class NodeSpec:
     """Parameter values set after the files; ``$(arg)`` strings refer to profile arguments."""
     condition: str | None = None
     """Name of a boolean profile argument that must be true for the node to start."""
+    enclave: str | None = None
+    """SROS2 security enclave (``--enclave``); used when ROS_SECURITY_ENABLE=true (see
+    ``config/security/README.md``), ignored otherwise."""
 
     def resolved_overrides(self, resolve: Callable[[str], Any]) -> dict[str, Any]:
         """Overrides with every ``$(arg)`` replaced by ``resolve(arg)``."""
@@ -105,7 +108,7 @@ def _node(entry: dict, i: int, path: Path, arguments: Mapping[str, Any], config_
     missing = {"name", "package", "executable"} - set(entry)
     if missing:
         raise ProfileError(f"{where} lacks {sorted(missing)}")
-    unknown = set(entry) - {"name", "package", "executable", "parameters", "overrides", "if"}
+    unknown = set(entry) - {"name", "package", "executable", "parameters", "overrides", "if", "enclave"}
     if unknown:
         raise ProfileError(f"{where} has unknown keys {sorted(unknown)}")
     files = tuple(config_dir / p for p in entry.get("parameters") or [])
@@ -127,7 +130,12 @@ def _node(entry: dict, i: int, path: Path, arguments: Mapping[str, Any], config_
     condition = entry.get("if")
     if condition is not None and condition not in arguments:
         raise ProfileError(f"{where}: 'if: {condition}' is not a declared argument")
-    return NodeSpec(entry["name"], entry["package"], entry["executable"], files, overrides, condition)
+    enclave = entry.get("enclave")
+    if enclave is not None and not (isinstance(enclave, str) and enclave.startswith("/")):
+        raise ProfileError(f"{where}: enclave must be an absolute enclave path like /asap/policy_node, "
+                           f"got {enclave!r}")
+    return NodeSpec(entry["name"], entry["package"], entry["executable"], files, overrides, condition,
+                    enclave)
 
 
 def launch_entries(profile: Profile, resolve: Callable[[str], Any]) -> list[dict[str, Any]]:
@@ -143,6 +151,7 @@ def launch_entries(profile: Profile, resolve: Callable[[str], Any]) -> list[dict
             "name": n.name,
             "parameters": [str(f) for f in n.parameter_files] + [n.resolved_overrides(resolve)],
             "condition_argument": n.condition,
+            "ros_arguments": ["--enclave", n.enclave] if n.enclave else [],
         }
         for n in profile.nodes
     ]

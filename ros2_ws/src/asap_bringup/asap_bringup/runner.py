@@ -78,7 +78,7 @@ def parse_arguments(profile: Profile, assignments: list[str]) -> dict[str, Any]:
 
 def node_command(entry: dict[str, Any], executable: Path | str) -> list[str]:
     """The command line that runs one :func:`launch_entries` entry, as ``ros2 launch`` would."""
-    cmd = [str(executable), "--ros-args", "-r", f"__node:={entry['name']}"]
+    cmd = [str(executable), "--ros-args", "-r", f"__node:={entry['name']}", *entry["ros_arguments"]]
     for item in entry["parameters"]:
         if isinstance(item, str):
             cmd += ["--params-file", item]

@@ -32,6 +32,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -41,7 +43,15 @@ import numpy as np
 import onnx
 
 from asap_core import g1
-from asap_core.observation import ObservationSpec, asap_actor_spec, term_dim
+from asap_core import json_fields as jf
+from asap_core.observation import (
+    MAX_HISTORY,
+    MAX_OBS_DIM,
+    MAX_TERMS,
+    ObservationSpec,
+    asap_actor_spec,
+    term_dim,
+)
 
 CONTRACT_VERSION = 1
 METADATA_KEY = "asap_policy"
@@ -124,59 +134,82 @@ class PolicyMetadata:
 
     @classmethod
     def from_json(cls, text: str) -> PolicyMetadata:
-        """Parse (and type-check, not validate) metadata JSON; raises :class:`ArtifactError`."""
+        """Parse and type-check (not validate) metadata JSON; raises :class:`ArtifactError`.
+
+        Untrusted input: duplicate keys, a string where a number belongs (``"2.0"``), a bool for
+        an int, an oversized array or string are refused, never coerced."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CorruptArtifactError(METADATA_KEY, f"not valid JSON ({e})") from None
+            data = jf.loads(text, METADATA_KEY)
+        except jf.FieldError as e:
+            raise CorruptArtifactError(e.field, e.problem) from None
         if not isinstance(data, dict):
             raise CorruptArtifactError(METADATA_KEY, "expected a JSON object")
         version = data.get("contract_version")
-        if version != CONTRACT_VERSION:
+        if isinstance(version, bool) or version != CONTRACT_VERSION:
             raise ContractVersionError(
                 "contract_version", f"got {version!r}, this code reads {CONTRACT_VERSION}")
-        return _from_dict(data)
+        try:
+            return _from_dict(data)
+        except jf.FieldError as e:
+            raise ContractMismatchError(e.field, e.problem) from None
 
 
 _PER_JOINT = ("default_joint_pos", "kp", "kd", "action_scale")
+_REQUIRED = {"contract_version", "name", "joint_names", *_PER_JOINT, "control_dt", "observation", "motion"}
+_OPTIONAL = {"action_clip", "onnx_input", "onnx_output", "provenance"}
+MAX_TEXT = 256
+"""Longest string field (names, provenance)."""
+ANY = (-math.inf, math.inf)
 
 
 def _from_dict(data: dict[str, Any]) -> PolicyMetadata:
-    known = {f.name for f in fields(PolicyMetadata)}
-    unknown, missing = set(data) - known, {"name", "joint_names", *_PER_JOINT, "control_dt",
-                                            "observation", "motion"} - set(data)
-    if unknown:
-        raise ContractMismatchError(METADATA_KEY, f"unknown keys {sorted(unknown)}")
-    if missing:
-        raise ContractMismatchError(METADATA_KEY, f"missing keys {sorted(missing)}")
-    kw = dict(data)
-    try:
-        kw["joint_names"] = tuple(str(n) for n in data["joint_names"])
-        for key in _PER_JOINT:
-            kw[key] = tuple(float(v) for v in data[key])
-        kw["control_dt"] = float(data["control_dt"])
-        kw["action_clip"] = None if data.get("action_clip") is None else float(data["action_clip"])
-    except (TypeError, ValueError) as e:
-        raise ContractMismatchError(METADATA_KEY, f"wrong value type ({e})") from None
-    for key, cls in (("motion", Motion), ("provenance", Provenance)):
-        if key in data:
-            try:
-                kw[key] = cls(**data[key])
-            except TypeError as e:
-                raise ContractMismatchError(key, f"{e}") from None
-    try:
-        kw["observation"] = ObservationSpec.from_dict(data["observation"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ContractMismatchError("observation", f"malformed ({e})") from None
-    return PolicyMetadata(**kw)
+    """Typed fields of the decoded JSON (ranges are :func:`validate_metadata`'s job)."""
+    jf.obj(data, METADATA_KEY, _REQUIRED, _OPTIONAL)
+
+    def numbers(key: str) -> tuple[float, ...]:
+        return tuple(jf.number(x, f"{key}[{i}]", *ANY)
+                     for i, x in enumerate(jf.array(data[key], key, max_len=g1.NUM_MOTORS)))
+
+    joints = jf.array(data["joint_names"], "joint_names", max_len=g1.NUM_MOTORS)
+    motion = jf.obj(data["motion"], "motion", {"name", "length_s"})
+    provenance = jf.obj(data.get("provenance", {}), "provenance", set(),
+                       {f.name for f in fields(Provenance)})
+    clip = data.get("action_clip")
+    return PolicyMetadata(
+        name=jf.text(data["name"], "name", max_len=MAX_TEXT),
+        joint_names=tuple(jf.text(x, f"joint_names[{i}]", max_len=64) for i, x in enumerate(joints)),
+        **{key: numbers(key) for key in _PER_JOINT},
+        control_dt=jf.number(data["control_dt"], "control_dt", *ANY),
+        observation=ObservationSpec.from_dict(data["observation"]),
+        motion=Motion(name=jf.text(motion["name"], "motion.name", max_len=MAX_TEXT),
+                      length_s=jf.number(motion["length_s"], "motion.length_s", *ANY)),
+        action_clip=None if clip is None else jf.number(clip, "action_clip", *ANY),
+        onnx_input=jf.text(data.get("onnx_input", "obs"), "onnx_input", max_len=MAX_TEXT),
+        onnx_output=jf.text(data.get("onnx_output", "action"), "onnx_output", max_len=MAX_TEXT),
+        provenance=Provenance(**{k: jf.text(v, f"provenance.{k}", max_len=MAX_TEXT)
+                                 for k, v in provenance.items()}),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Validation
 
 
+MAX_CONTROL_DT = 1.0
+MAX_MOTION_S = 24 * 3600.0
+MAX_ACTION_SCALE = 10.0
+"""rad per action unit; real policies use 0.05-0.6."""
+MAX_CLIP = 1e6
+
+
 def validate_metadata(meta: PolicyMetadata) -> None:
-    """Check the metadata against itself and the G1 joint table; raise :class:`ContractMismatchError`."""
+    """Check the metadata against itself, the G1 joint table and the caps; raise
+    :class:`ContractMismatchError` naming the field (and the joints) at fault."""
+    try:
+        for key in ("name", "onnx_input", "onnx_output", "motion.name"):
+            jf.text(_dotted(meta, key), key, max_len=MAX_TEXT, allow_empty=False)
+    except jf.FieldError as e:
+        raise ContractMismatchError(e.field, e.problem) from None
     _check_joints(meta.joint_names)
     n = meta.num_joints
     for key in _PER_JOINT:
@@ -186,16 +219,26 @@ def validate_metadata(meta: PolicyMetadata) -> None:
         bad = [meta.joint_names[i] for i in np.flatnonzero(~np.isfinite(values))]
         if bad:
             raise ContractMismatchError(key, f"non-finite values for {bad}")
-    _check_positive(meta, "kp", strict=True)
-    _check_positive(meta, "kd", strict=False)
-    _check_positive(meta, "action_scale", strict=True)
+    kp_max, kd_max = g1.gain_ceilings(meta.joint_names)
+    _check_range(meta, "kp", 0.0, kp_max, "the G1 gain ceiling (asap_core.g1.gain_ceilings)", strict=True)
+    _check_range(meta, "kd", 0.0, kd_max, "the G1 gain ceiling (asap_core.g1.gain_ceilings)")
+    _check_range(meta, "action_scale", 0.0, np.full(n, MAX_ACTION_SCALE), "MAX_ACTION_SCALE", strict=True)
     _check_default_within_limits(meta)
-    for key, value in (("control_dt", meta.control_dt), ("motion.length_s", meta.motion.length_s)):
-        if not (math.isfinite(value) and value > 0):
-            raise ContractMismatchError(key, f"expected a positive finite number, got {value}")
-    if meta.action_clip is not None and not meta.action_clip > 0:
-        raise ContractMismatchError("action_clip", f"expected > 0 or null, got {meta.action_clip}")
+    for key, value, hi in (("control_dt", meta.control_dt, MAX_CONTROL_DT),
+                           ("motion.length_s", meta.motion.length_s, MAX_MOTION_S)):
+        if not (math.isfinite(value) and 0 < value <= hi):
+            raise ContractMismatchError(key, f"expected a number in (0, {hi}], got {value}")
+    if meta.action_clip is not None and not 0 < meta.action_clip <= MAX_CLIP:
+        raise ContractMismatchError("action_clip", f"expected a number in (0, {MAX_CLIP}] or null, "
+                                                   f"got {meta.action_clip}")
     _check_observation(meta.observation, n)
+
+
+def _dotted(meta: PolicyMetadata, key: str) -> Any:
+    value: Any = meta
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def _check_joints(names: Sequence[str]) -> None:
@@ -210,13 +253,15 @@ def _check_joints(names: Sequence[str]) -> None:
         raise ContractMismatchError("joint_names", f"duplicates: {dups}")
 
 
-def _check_positive(meta: PolicyMetadata, key: str, strict: bool) -> None:
+def _check_range(meta: PolicyMetadata, key: str, lo: float, hi: np.ndarray, hi_name: str,
+                 strict: bool = False) -> None:
     values = meta.array(key)
-    bad = values <= 0 if strict else values < 0
-    if bad.any():
-        names = [meta.joint_names[i] for i in np.flatnonzero(bad)]
-        raise ContractMismatchError(key, f"expected {'> 0' if strict else '>= 0'} for every joint; "
-                                         f"violated by {names}")
+    low = values <= lo if strict else values < lo
+    for bad, what in ((low, f"expected {'>' if strict else '>='} {lo}"),
+                      (values > hi, f"above {hi_name}")):
+        if bad.any():
+            detail = [f"{meta.joint_names[i]}={values[i]:g} (max {hi[i]:g})" for i in np.flatnonzero(bad)]
+            raise ContractMismatchError(key, f"{what} for every joint; violated by {detail}")
 
 
 def _check_default_within_limits(meta: PolicyMetadata) -> None:
@@ -230,8 +275,9 @@ def _check_default_within_limits(meta: PolicyMetadata) -> None:
 
 
 def _check_observation(spec: ObservationSpec, num_joints: int) -> None:
-    if not spec.terms:
-        raise ContractMismatchError("observation.terms", "empty")
+    if not 0 < len(spec.terms) <= MAX_TERMS:
+        raise ContractMismatchError("observation.terms",
+                                    f"expected 1..{MAX_TERMS} terms, got {len(spec.terms)}")
     for i, t in enumerate(spec.terms):
         where = f"observation.terms[{i}] ({t.name})"
         try:
@@ -241,11 +287,14 @@ def _check_observation(spec: ObservationSpec, num_joints: int) -> None:
         if t.dim != expected:
             raise ContractMismatchError(where, f"dim {t.dim}, expected {expected} "
                                                f"for a {num_joints}-joint policy")
-        if t.history < 0 or not math.isfinite(t.scale):
-            raise ContractMismatchError(where, f"needs history >= 0 and a finite scale, got "
-                                               f"history={t.history} scale={t.scale}")
-    if spec.clip is not None and not spec.clip > 0:
-        raise ContractMismatchError("observation.clip", f"expected > 0 or null, got {spec.clip}")
+        if not 0 <= t.history <= MAX_HISTORY or not math.isfinite(t.scale):
+            raise ContractMismatchError(where, f"needs history in [0, {MAX_HISTORY}] and a finite scale, "
+                                               f"got history={t.history} scale={t.scale}")
+    if spec.dim > MAX_OBS_DIM:
+        raise ContractMismatchError("observation", f"{spec.dim} values per tick (history included), "
+                                                   f"more than MAX_OBS_DIM {MAX_OBS_DIM}")
+    if spec.clip is not None and not 0 < spec.clip <= MAX_CLIP:
+        raise ContractMismatchError("observation.clip", f"expected (0, {MAX_CLIP}] or null, got {spec.clip}")
 
 
 def _io_shape(value_info: onnx.ValueInfoProto) -> list[int | str]:
@@ -316,14 +365,60 @@ def parse_artifact(data: bytes, path: Path | str = "<memory>") -> PolicyArtifact
     return PolicyArtifact(Path(path), sha256_of(data), meta, data)
 
 
-def load_artifact(path: str | Path) -> PolicyArtifact:
-    """Read and validate a policy artifact from disk."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
+DEFAULT_MAX_BYTES = 64 * 2**20
+"""Largest artifact file read (ASAP's 380-512-256-128-23 MLP is ~1.2 MB)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceRules:
+    """Where a deployed artifact may come from (the policy node's ``policy_*`` parameters)."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    policy_dir: str = ""
+    """If set, the file's real path (symlinks resolved) must lie inside this folder's."""
+    allowed_sha256: frozenset[str] = frozenset()
+    """If non-empty, the file's sha256 must be one of these (lowercase hex)."""
+
+
+class SourceRefusedError(ArtifactError):
+    """A file the source rules refuse: not a regular file, too large, outside ``policy_dir``,
+    or a sha256 outside the allow-list."""
+
+
+def read_artifact_bytes(path: str | Path, rules: SourceRules = SourceRules()) -> bytes:
+    """The bytes of a regular file that the rules allow; never blocks on a FIFO or reads a device."""
+    real = os.path.realpath(path)
+    if rules.policy_dir:
+        root = os.path.realpath(rules.policy_dir)
+        if os.path.commonpath([real, root]) != root:
+            raise SourceRefusedError("file", f"{path} (real path {real}) is outside policy_dir {root}")
+    try:  # O_NONBLOCK: opening a FIFO returns at once, and fstat then refuses it
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
         raise CorruptArtifactError("file", f"cannot read {path}: {e.strerror}") from None
-    return parse_artifact(data, path)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceRefusedError("file", f"{path} is not a regular file (a device, FIFO, socket "
+                                             "or folder); expected an .onnx file")
+        if st.st_size > rules.max_bytes:
+            raise SourceRefusedError("file", f"{path} is larger than {rules.max_bytes} bytes (policy_max_mb)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(rules.max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > rules.max_bytes:  # it grew after the check
+        raise SourceRefusedError("file", f"{path} is larger than {rules.max_bytes} bytes (policy_max_mb)")
+    digest = sha256_of(data) if rules.allowed_sha256 else ""
+    if digest and digest not in rules.allowed_sha256:
+        raise SourceRefusedError("sha256", f"{digest} of {path} is not in the allow-list "
+                                           "(policy_sha256_allowlist)")
+    return data
+
+
+def load_artifact(path: str | Path, rules: SourceRules = SourceRules()) -> PolicyArtifact:
+    """Read (under ``rules``) and validate a policy artifact from disk."""
+    return parse_artifact(read_artifact_bytes(path, rules), path)
 
 
 def write_artifact(path: str | Path, model: onnx.ModelProto | bytes, meta: PolicyMetadata) -> str:

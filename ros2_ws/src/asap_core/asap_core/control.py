@@ -16,7 +16,7 @@ import numpy as np
 
 from asap_core import g1, remote, variants
 from asap_core.artifact import PolicyArtifact
-from asap_core.inference import OnnxPolicy
+from asap_core.inference import OnnxPolicy, PolicyOutputError
 from asap_core.joint_map import JointMap
 from asap_core.modes import ACTIVE_MODES, Event, Guards, Mode, Transition, next_mode, remote_events
 from asap_core.observation import ObservationBuilder, ObsInputs, motion_phase
@@ -95,9 +95,16 @@ class MotorCommand:
 
     @classmethod
     def damping(cls, kd: float, q: np.ndarray | None = None) -> MotorCommand:
-        """kp = 0, kd on every motor: the robot sags slowly instead of falling freely."""
-        return cls(np.zeros(len(MOTORS)) if q is None else q.copy(), np.zeros(len(MOTORS)),
-                   np.full(len(MOTORS), kd))
+        """kp = 0, kd on every motor: the robot sags slowly instead of falling freely.
+
+        ``q`` (the measured pose, for the record: kp = 0 makes it irrelevant to the motors) is
+        sent where finite and 0 elsewhere, so a NaN or inf in the state never reaches /lowcmd."""
+        target = np.zeros(len(MOTORS)) if q is None else np.where(np.isfinite(q), q, 0.0)
+        return cls(target, np.zeros(len(MOTORS)), np.full(len(MOTORS), kd))
+
+
+DRY_RUNS = 200
+"""Inference runs of a hot-swap dry run (its p99 is judged against half the control period)."""
 
 
 class LoadedPolicy:
@@ -134,13 +141,30 @@ class LoadedPolicy:
         action = self.network(obs)
         return obs, action, time.perf_counter() - t0
 
-    def dry_run(self, state: RobotState) -> str:
-        """Run once on ``state`` with a fresh history; "" if the output is usable, else why not."""
+    def dry_run(self, state: RobotState, budget_s: float) -> str:
+        """Run :data:`DRY_RUNS` times on ``state`` (fresh history); "" if usable, else why not: a
+        real output shape other than [1, joints], a non-finite output, or a p99 inference time
+        above ``budget_s`` (stops as soon as more than 1 % of the runs were slower).
+
+        The time is the calling thread's CPU time (ONNX Runtime computes in it with one intra-op
+        thread): the graph's own cost, not the preemptions of a loaded machine, which would refuse
+        a cheap policy at random. With ``inference_threads`` > 1 it undercounts the helper threads."""
         probe = ObservationBuilder(spec=self.builder.spec)
         obs = probe.build(self.inputs(state, np.zeros(self.num_joints), 0.0))
-        action = self.network(obs)
-        bad = non_finite(self.artifact.metadata.joint_names, action)
-        return f"non-finite output on the current observation for {bad}" if bad else ""
+        slow = 0
+        for i in range(DRY_RUNS):
+            t0 = time.thread_time()
+            try:
+                action = self.network(obs)
+            except PolicyOutputError as e:
+                return str(e)
+            slow += time.thread_time() - t0 > budget_s
+            if slow > DRY_RUNS // 100:
+                return (f"inference too slow: {slow} of {i + 1} runs took more than {budget_s * 1e3:.1f} ms "
+                        "of CPU (half the control period); p99 must stay below it")
+            if i == 0 and (bad := non_finite(self.artifact.metadata.joint_names, action)):
+                return f"non-finite output on the current observation for {bad}"
+        return ""
 
 
 @dataclass
@@ -162,6 +186,8 @@ class TickOutput:
     """Targets sent for the policy joints (rad, policy order)."""
     inference_s: float = 0.0
     staleness: Staleness = Staleness.FRESH
+    swap: str | None = None
+    """None: no staged policy this tick; "": swapped in; else why the swap was refused."""
 
 
 @dataclass
@@ -201,6 +227,7 @@ class Controller:
         self._ramp_from = self._hold_q = self._passive_q
         self._ticks_in_mode = 0
         self._blend: _Blend | None = None
+        self._damped_in_tick = ""  # why DAMPING latched in the running tick (drops later events)
         self._last_action = np.zeros(0)
         self._action_noise = np.random.default_rng(cfg.action_noise_seed)
         if policy is not None:
@@ -209,7 +236,9 @@ class Controller:
     # -- public ---------------------------------------------------------------------------------
 
     def stage(self, policy: LoadedPolicy, blend_ticks: int | None = None) -> None:
-        """Swap ``policy`` in at the start of the next tick (blend over ``blend_ticks`` in POLICY)."""
+        """Swap ``policy`` in at the start of the next tick (the command blends over ``blend_ticks``
+        in every stiff mode); in POLICY only if the robot is within the start-pose tolerance of its
+        default pose (:attr:`TickOutput.swap` says)."""
         self._staged = (policy, self.cfg.swap_blend_ticks if blend_ticks is None else blend_ticks)
 
     @property
@@ -220,9 +249,12 @@ class Controller:
     def tick(self, state: RobotState | None, state_age_s: float | None,
              requests: Sequence[Event] = (), start_block: str = "",
              external_fault: str = "") -> TickOutput:
-        """Run one control tick and return the command to send."""
-        if self._staged is not None:
-            self._swap(*self._staged)
+        """Run one control tick and return the command to send.
+
+        Order: staged swap, fault check, remote combos, then ``requests``. Once DAMPING is entered
+        (or re-asserted) in a tick, every later event of that tick is dropped, so a queued RESET
+        (or L2+start) can never skip the latched damping that the same tick's fault called for."""
+        swap = None if self._staged is None else self._swap(*self._staged, state)
         stale = staleness(state_age_s, self.cfg.safety)
         fault = external_fault or self._check(state, stale)
         events: list[Event] = [Event.FAULT] if fault else []
@@ -230,17 +262,28 @@ class Controller:
             events += remote_events(self._remote, state.remote)
             self._remote = state.remote
         guards = self._guards(state, stale, start_block)
+        self._damped_in_tick = ""
         for event in events:
-            self._apply(event, state, guards)
-        results = [self._apply(event, state, guards) for event in requests]
+            self._apply_in_tick(event, state, guards, fault)
+        results = [self._apply_in_tick(event, state, guards, fault) for event in requests]
         out = self._command(state)
         out.fault = out.fault or fault
-        out.results, out.staleness = results, stale
+        out.results, out.staleness, out.swap = results, stale, swap
         if out.fault:
             self.fault = self.fault or out.fault
         return out
 
     # -- transitions ----------------------------------------------------------------------------
+
+    def _apply_in_tick(self, event: Event, state: RobotState | None, guards: Guards,
+                       fault: str) -> Transition:
+        if self._damped_in_tick and event not in _DAMPING_EVENTS:
+            return Transition(self.mode, False, f"dropped: DAMPING latched in the same tick "
+                                                f"({self._damped_in_tick}); send it again")
+        result = self._apply(event, state, guards)
+        if result.accepted and result.mode is Mode.DAMPING:
+            self._damped_in_tick = fault or event.name
+        return result
 
     def _apply(self, event: Event, state: RobotState | None, guards: Guards) -> Transition:
         result = next_mode(self.mode, event, guards)
@@ -251,6 +294,8 @@ class Controller:
     def _enter(self, mode: Mode, state: RobotState | None) -> None:
         if mode is Mode.ZERO_TORQUE:
             self.fault = ""
+        if mode not in ACTIVE_MODES:
+            self._blend = None
         if mode is Mode.RAMP:
             self._ramp_from = self._last.q if self._last is not None and self.mode in ACTIVE_MODES \
                 else state.q.copy()
@@ -269,17 +314,18 @@ class Controller:
         if not start:
             start = _variant_problem(state.mode_machine) or self.safety.state_fault(
                 state.q, state.dq, state.quat_wxyz)
-        return Guards(start=start, policy=self._policy_block(state))
+        return Guards(start=start, policy=self._pose_block(self.policy, state))
 
-    def _policy_block(self, state: RobotState | None) -> str:
-        if self.policy is None:
+    def _pose_block(self, policy: LoadedPolicy | None, state: RobotState | None) -> str:
+        """Why ``policy`` may not start from ``state`` now ("" = it may)."""
+        if policy is None:
             return "no policy loaded (LoadPolicy first)"
         if state is None:
             return "no LowState"
-        err = np.abs(self.policy.joint_map.gather(state.q) - self.policy.default_q)
+        err = np.abs(policy.joint_map.gather(state.q) - policy.default_q)
         i = int(np.argmax(err))
-        if err[i] > self.cfg.policy_start_tolerance_rad:
-            name = self.policy.artifact.metadata.joint_names[i]
+        if not err[i] <= self.cfg.policy_start_tolerance_rad:  # NaN fails too
+            name = policy.artifact.metadata.joint_names[i]
             return (f"pose too far from the policy's default: {name} off by {err[i]:.2f} rad > "
                     f"{self.cfg.policy_start_tolerance_rad:.2f} (ramp first)")
         return ""
@@ -321,23 +367,20 @@ class Controller:
         p = self.policy
         phase = motion_phase(self._ticks_in_mode - 1, self.cfg.control_dt,
                              p.artifact.metadata.motion.length_s)
-        obs, raw, infer_s = p.step(state, self._last_action, phase)
+        try:
+            obs, raw, infer_s = p.step(state, self._last_action, phase)
+        except PolicyOutputError as e:
+            return self._policy_fault(state, str(e), phase)
         bad = non_finite(p.artifact.metadata.joint_names, raw)
         if bad:
-            self._apply(Event.FAULT, state, Guards())
-            out = self._command(state)  # DAMPING, in this same tick
-            out.fault = f"policy output non-finite for {bad}"
-            out.observation, out.action_raw, out.inference_s, out.phase = obs, raw, infer_s, phase
+            out = self._policy_fault(state, f"policy output non-finite for {bad}", phase)
+            out.observation, out.action_raw, out.inference_s = obs, raw, infer_s
             return out
         action = np.clip(raw, -p.clip, p.clip)
         if self.cfg.action_noise_std > 0.0:
             action = action + self._action_noise.normal(0.0, self.cfg.action_noise_std, action.shape)
         q_des = p.joint_map.apply(p.default_q + p.scale * action, fill=self._passive_q)
-        kp, kd = self._policy_gains()
-        if self._blend is not None:
-            q_des, kp, kd = self._blend.apply(q_des, kp, kd)
-            self._blend = None if self._blend.finished else self._blend
-        cmd = self._safe(q_des, kp, kd, state)
+        cmd = self._safe(q_des, *self._policy_gains(), state)
         q_target = p.joint_map.gather(cmd.q)
         self._last_action = action
         out = TickOutput(self.mode, cmd, phase=phase, observation=obs, action_raw=raw,
@@ -347,9 +390,20 @@ class Controller:
             self._apply(Event.MOTION_DONE, state, Guards())
         return out
 
+    def _policy_fault(self, state: RobotState, fault: str, phase: float) -> TickOutput:
+        """DAMPING in this same tick, for a policy output that cannot be used."""
+        self._apply(Event.FAULT, state, Guards())
+        out = self._command(state)
+        out.fault, out.phase = fault, phase
+        return out
+
     def _safe(self, q_des: np.ndarray, kp: np.ndarray, kd: np.ndarray,
               state: RobotState) -> MotorCommand:
-        self._last = MotorCommand(self.safety.targets(q_des, state.q, kp), kp, kd)
+        """The stiff command of every mode: blended (POLICY start, hot swap), then clamped."""
+        if self._blend is not None:
+            q_des, kp, kd = self._blend.apply(q_des, kp, kd)
+            self._blend = None if self._blend.finished else self._blend
+        self._last = MotorCommand(self.safety.targets(q_des, state.q, state.dq, kp, kd), kp, kd)
         return self._last
 
     def _policy_gains(self) -> tuple[np.ndarray, np.ndarray]:
@@ -376,16 +430,23 @@ class Controller:
         policy.builder.reset()
         self._last_action = np.zeros(policy.num_joints)
 
-    def _swap(self, policy: LoadedPolicy, blend_ticks: int) -> None:
+    def _swap(self, policy: LoadedPolicy, blend_ticks: int, state: RobotState | None) -> str:
+        """Install a staged policy; "" when swapped, else why not (the running one continues)."""
         self._staged = None
+        if self.mode is Mode.POLICY and (problem := self._pose_block(policy, state)):
+            return f"refused in POLICY: {problem}; to switch: HOLD, load, RAMP, then POLICY"
         self._install(policy)
-        if self.mode is Mode.POLICY:
+        if self.mode in ACTIVE_MODES:  # gains and targets blend in RAMP and HOLD too
             self._blend = self._blend_from_last(blend_ticks)
+        return ""
 
     def _blend_from_last(self, ticks: int) -> _Blend | None:
         if ticks <= 0 or self._last is None:
             return None
         return _Blend(self._last.q.copy(), self._last.kp.copy(), self._last.kd.copy(), ticks)
+
+
+_DAMPING_EVENTS = frozenset({Event.FAULT, Event.REQUEST_DAMPING})
 
 
 def _variant_problem(mode_machine: int) -> str:

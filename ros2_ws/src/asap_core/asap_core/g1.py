@@ -186,3 +186,19 @@ def gains(joint_names: tuple[str, ...] | list[str], gain_set: str = "asap") -> t
     kp, kd = GAINS[gain_set]
     return (np.array([kp[n] for n in joint_names], dtype=np.float64),
             np.array([kd[n] for n in joint_names], dtype=np.float64))
+
+
+KP_CEILING_SATURATION_RAD = 0.05
+"""kp ceiling: a stiffness that saturates the motor (``effort_limit``) at a position error below
+this is a bang-bang controller, not a PD. The stiffest published G1 gains (ASAP's waist, 400 on a
+50 N m joint: saturation at 0.125 rad) stay 2.5x below the ceiling; 1e6 is refused."""
+KD_CEILING_SATURATION_SPEED = 0.02
+"""kd ceiling: a damping that saturates the motor below this fraction of its rated velocity. Loose
+on purpose: Unitree's damping mode (kd 8 on every joint, 5 N m wrists included) stays within it."""
+
+
+def gain_ceilings(joint_names: tuple[str, ...] | list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(kp_max, kd_max) per joint: the largest gains any artifact or gain set may command."""
+    effort = joint_array("effort_limit", joint_names)
+    velocity = joint_array("velocity_limit", joint_names)
+    return effort / KP_CEILING_SATURATION_RAD, effort / (KD_CEILING_SATURATION_SPEED * velocity)

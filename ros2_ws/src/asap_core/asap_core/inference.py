@@ -8,6 +8,10 @@ import onnxruntime as ort
 from asap_core.artifact import PolicyArtifact
 
 
+class PolicyOutputError(ValueError):
+    """The graph returned a tensor of another shape than the metadata declares."""
+
+
 class OnnxPolicy:
     """A warm, single-threaded inference session with a preallocated float32 input buffer."""
 
@@ -21,12 +25,19 @@ class OnnxPolicy:
         self._session = ort.InferenceSession(artifact.model_bytes, opts,
                                              providers=["CPUExecutionProvider"])
         self._input_name, self._outputs = meta.onnx_input, [meta.onnx_output]
+        self._output_shape = (1, meta.num_joints)
         self._obs = np.zeros((1, meta.observation.dim), dtype=np.float32)
         for _ in range(warmup):
             self(self._obs[0])
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """The raw network output [num_joints] (float64) for one observation [obs_dim]."""
+        """The raw network output [num_joints] (float64) for one observation [obs_dim].
+
+        Raises :class:`PolicyOutputError` when the real output is not [1, num_joints]: the graph's
+        declared shape is only a claim (a symbolic or wrong dimension passes validation)."""
         self._obs[0] = obs
         (action,) = self._session.run(self._outputs, {self._input_name: self._obs})
+        if action.shape != self._output_shape:
+            raise PolicyOutputError(f"policy output shape {list(action.shape)}, expected "
+                                    f"{list(self._output_shape)} (batch 1, one value per joint)")
         return action[0].astype(np.float64)

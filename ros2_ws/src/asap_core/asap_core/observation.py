@@ -26,8 +26,17 @@ from typing import Any
 
 import numpy as np
 
+from asap_core import json_fields as jf
 from asap_core.arrays import as_float, concat, copy, stack
 from asap_core.joint_map import JointMap
+
+MAX_TERMS = 64
+"""Observation blocks an artifact may declare."""
+MAX_HISTORY = 64
+"""Longest history (ticks) a block may keep: 1.3 s at 50 Hz; ASAP uses 4."""
+MAX_OBS_DIM = 4096
+"""Longest observation vector (history blocks included); ASAP's actor has 380. Caps the per-tick
+work and memory an artifact can ask for (a 2e7-tick history would need 536 MB and 347 ms a tick)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,20 +192,23 @@ class ObservationSpec:
                           for t in self.terms]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ObservationSpec:
-        """Inverse of :meth:`to_dict`; raises KeyError/TypeError/ValueError on malformed input."""
-        unknown = set(data) - {"clip", "terms"}
-        if unknown:
-            raise ValueError(f"unknown keys {sorted(unknown)}; expected 'terms' and 'clip'")
+    def from_dict(cls, data: Any, at: str = "observation") -> ObservationSpec:
+        """Inverse of :meth:`to_dict` for untrusted JSON: types and caps (:data:`MAX_TERMS`,
+        :data:`MAX_OBS_DIM`, :data:`MAX_HISTORY`) checked, nothing coerced; raises
+        :class:`~asap_core.json_fields.FieldError`. Term names and dims are checked against a
+        policy's joints by the artifact validator."""
+        spec = jf.obj(data, at, {"terms"}, {"clip"})
         terms = []
-        for i, t in enumerate(data["terms"]):
-            extra = set(t) - {"name", "dim", "scale", "history"}
-            if extra:
-                raise ValueError(f"terms[{i}] has unknown keys {sorted(extra)}")
-            terms.append(ObsTerm(name=str(t["name"]), dim=int(t["dim"]),
-                                 scale=float(t.get("scale", 1.0)), history=int(t.get("history", 0))))
-        clip = data.get("clip", 100.0)
-        return cls(terms=tuple(terms), clip=None if clip is None else float(clip))
+        for i, raw in enumerate(jf.array(spec["terms"], f"{at}.terms", max_len=MAX_TERMS)):
+            where = f"{at}.terms[{i}]"
+            t = jf.obj(raw, where, {"name", "dim"}, {"scale", "history"})
+            terms.append(ObsTerm(name=jf.text(t["name"], f"{where}.name", max_len=64),
+                                 dim=jf.integer(t["dim"], f"{where}.dim", 1, MAX_OBS_DIM),
+                                 scale=jf.number(t.get("scale", 1.0), f"{where}.scale", -1e6, 1e6),
+                                 history=jf.integer(t.get("history", 0), f"{where}.history", 0, MAX_HISTORY)))
+        clip = spec.get("clip", 100.0)
+        return cls(terms=tuple(terms),
+                   clip=None if clip is None else jf.number(clip, f"{at}.clip", 0.0, 1e6, lo_open=True))
 
 
 ASAP_SCALES = MappingProxyType({"base_ang_vel": 0.25, "dof_vel": 0.05})

@@ -41,8 +41,12 @@ class Staleness(IntEnum):
 
 
 def staleness(age_s: float | None, cfg: SafetyCfg) -> Staleness:
-    """Classify the age of the newest LowState (None: none received yet)."""
-    if age_s is None or not np.isfinite(age_s) or age_s > cfg.stale_damp_s:
+    """Classify the age of the newest LowState (None: none received yet).
+
+    A negative age beyond ``stale_damp_s`` means the state was received before the (sim) clock
+    jumped back: its real age is unknown, so it counts as stale (a dead robot must not look fresh
+    until sim time catches up). Small negative ages are receive-time races and count as fresh."""
+    if age_s is None or not np.isfinite(age_s) or abs(age_s) > cfg.stale_damp_s:
         return Staleness.STALE
     return Staleness.WARN if age_s > cfg.stale_warn_s else Staleness.FRESH
 
@@ -52,14 +56,17 @@ def non_finite(names: Sequence[str], values: np.ndarray) -> list[str]:
     return [names[i] for i in np.flatnonzero(~np.isfinite(values))]
 
 
-def clamp_torque_aware(q_des: np.ndarray, q: np.ndarray, kp: np.ndarray,
-                       effort_limit: np.ndarray) -> np.ndarray:
-    """Keep |q_des - q| <= effort_limit / kp, so the PD never asks more than the motor can give.
+def clamp_torque_aware(q_des: np.ndarray, q: np.ndarray, kp: np.ndarray, effort_limit: np.ndarray,
+                       kd: np.ndarray, dq: np.ndarray) -> np.ndarray:
+    """Keep kp·|q_des - q| + kd·|dq| <= effort_limit, so the PD never asks more than the motor can give.
 
-    Joints with kp <= 0 are not position-controlled and pass through.
+    The damping term counts whatever its sign: when a joint moves fast, the stiffness gets only the
+    torque the damping leaves, and at kd·|dq| >= effort_limit the target collapses onto the measured
+    q (pure damping). Joints with kp <= 0 are not position-controlled and pass through.
     """
+    budget = np.maximum(effort_limit - kd * np.abs(dq), 0.0)
     with np.errstate(divide="ignore"):
-        reach = np.where(kp > 0, effort_limit / np.where(kp > 0, kp, 1.0), np.inf)
+        reach = np.where(kp > 0, budget / np.where(kp > 0, kp, 1.0), np.inf)
     return np.clip(q_des, q - reach, q + reach)
 
 
@@ -89,13 +96,14 @@ class SafetyFilter:
         return cls(names, g1.joint_array("lower", names) + m, g1.joint_array("upper", names) - m,
                    g1.joint_array("effort_limit", names), g1.joint_array("velocity_limit", names), cfg)
 
-    def targets(self, q_des: np.ndarray, q: np.ndarray, kp: np.ndarray) -> np.ndarray:
+    def targets(self, q_des: np.ndarray, q: np.ndarray, dq: np.ndarray, kp: np.ndarray,
+                kd: np.ndarray) -> np.ndarray:
         """Safe position targets: torque-aware clamp around the measured q, then joint limits.
 
         The limit clamp comes last, so a target never leaves the joint range even when the
         measured position already has.
         """
-        safe = clamp_torque_aware(q_des, q, kp, self.effort_limit)
+        safe = clamp_torque_aware(q_des, q, kp, self.effort_limit, kd, dq)
         return np.clip(safe, self.lower, self.upper)
 
     def state_fault(self, q: np.ndarray, dq: np.ndarray, quat_wxyz: np.ndarray) -> str:

@@ -97,22 +97,35 @@ def lowstate_tick(data: bytes) -> int:
     return int.from_bytes(data[_TICK_AT : _TICK_AT + 4], "little")
 
 
+class NonFiniteCommandError(ValueError):
+    """A LowCmd with a NaN or infinite field: never put on the wire."""
+
+
+_FLOAT_FIELDS = ("q", "dq", "tau", "kp", "kd")
+
+
 def encode_lowcmd(*, mode_machine: int, q: np.ndarray, kp: np.ndarray, kd: np.ndarray,
                   dq: np.ndarray | None = None, tau: np.ndarray | None = None, mode: int = 1,
                   mode_pr: int = 0) -> bytes:
     """A complete LowCmd on the wire, CRC included, from body-motor arrays (motor order).
 
     Starts from a freshly zeroed image every call (stale padding makes the robot drop commands);
-    slots after the given motors stay zero (disabled).
+    slots after the given motors stay zero (disabled). Raises :class:`NonFiniteCommandError` if
+    any value is NaN or infinite as sent (float32: 1e39 overflows to inf): the last gate before
+    the motors.
     """
     image = np.zeros((), dtype=LOWCMD_DTYPE)
     image["mode_pr"], image["mode_machine"] = mode_pr, mode_machine
     motors = image["motor_cmd"]
     n = len(q)
     motors["mode"][:n] = mode
-    for name, values in (("q", q), ("dq", dq), ("tau", tau), ("kp", kp), ("kd", kd)):
-        if values is not None:
-            motors[name][:n] = values
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below, as inf
+        for name, values in (("q", q), ("dq", dq), ("tau", tau), ("kp", kp), ("kd", kd)):
+            if values is not None:
+                motors[name][:n] = values
+    bad = [name for name in _FLOAT_FIELDS if not np.isfinite(motors[name][:n]).all()]
+    if bad:
+        raise NonFiniteCommandError(f"LowCmd refused: non-finite {bad} (as float32)")
     image["crc"] = LOWCMD.crc(image)
     return LOWCMD.to_cdr(image)
 

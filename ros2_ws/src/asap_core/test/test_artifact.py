@@ -86,7 +86,7 @@ def _rewrite(src: Path, dst: Path, edit) -> Path:
          ["duplicates", "left_hip_yaw_joint"]),
         (lambda d: d["kp"].pop(), ContractMismatchError, ["kp", "expected 23"]),
         (lambda d: d["kp"].__setitem__(0, 0.0), ContractMismatchError, ["kp", "left_hip_pitch_joint"]),
-        (lambda d: d["kd"].__setitem__(2, float("nan")), ContractMismatchError, ["kd", "non-finite"]),
+        (lambda d: d["kd"].__setitem__(2, float("nan")), ContractMismatchError, ["kd[2]", "finite", "nan"]),
         (lambda d: d["default_joint_pos"].__setitem__(3, -1.0), ContractMismatchError,
          ["default_joint_pos", "left_knee_joint"]),
         (lambda d: d.update(control_dt=0), ContractMismatchError, ["control_dt"]),

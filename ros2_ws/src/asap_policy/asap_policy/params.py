@@ -8,13 +8,16 @@ through ``LoadPolicy``, not a parameter).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from asap_core import g1
+from asap_core.artifact import SourceRules
 from asap_core.control import ControlCfg
 from asap_core.safety import SafetyCfg
+from asap_policy.loader import LoaderCfg
 
 Value = bool | int | float | str
 
@@ -36,6 +39,13 @@ _GAIN_SETS = ("policy", *sorted(g1.GAINS))
 PARAMS: tuple[Param, ...] = (
     Param("policy_path", "", "Policy artifact (.onnx) to load at start; empty: start without one "
           "and wait for LoadPolicy."),
+    Param("policy_dir", "", "If set, LoadPolicy (and policy_path) only reads files whose real path "
+          "(symlinks resolved) lies inside this folder; empty: any path."),
+    Param("policy_sha256_allowlist", "", "If set, only artifacts whose sha256 is in this list "
+          "(64-hex digests separated by spaces or commas) are loaded; empty: any."),
+    Param("policy_max_mb", 64.0, "Largest artifact file read (MiB).", (0.1, 1024.0)),
+    Param("load_timeout_s", 10.0, "LoadPolicy refuses a load (read, validate, warm up, dry run) that "
+          "takes longer; loads run one at a time.", (0.5, 300.0)),
     Param("control_rate_hz", 50.0, "Tick rate when no policy is loaded; a policy's control_dt "
           "must equal 1/rate.", (1.0, 1000.0)),
     Param("ramp_s", 3.0, "RAMP duration from the measured pose to the default pose (s).", (0.1, 60.0)),
@@ -98,9 +108,30 @@ def validate(values: Mapping[str, Any]) -> dict[str, Value]:
         if p.choices and v not in p.choices:
             problems.append(f"{p.name}: {v!r} not one of {list(p.choices)}")
         out[p.name] = v
+    try:
+        allowlist(str(out.get("policy_sha256_allowlist", "")))
+    except ValueError as e:
+        problems.append(str(e))
     if problems:
         raise ValueError("invalid policy_node parameters: " + "; ".join(problems))
     return out
+
+
+def allowlist(text: str) -> frozenset[str]:
+    """The sha256 digests of ``policy_sha256_allowlist``; raises ValueError on a malformed entry."""
+    digests = frozenset(d.lower() for d in re.split(r"[\s,]+", text.strip()) if d)
+    bad = sorted(d for d in digests if not re.fullmatch(r"[0-9a-f]{64}", d))
+    if bad:
+        raise ValueError(f"policy_sha256_allowlist: {bad} are not sha256 hex digests (64 hex characters)")
+    return digests
+
+
+def loader_cfg(v: Mapping[str, Value], control_dt: float) -> LoaderCfg:
+    """The hot-swap loader configuration of validated parameters."""
+    rules = SourceRules(max_bytes=round(v["policy_max_mb"] * 2**20), policy_dir=v["policy_dir"],
+                        allowed_sha256=allowlist(v["policy_sha256_allowlist"]))
+    return LoaderCfg(control_dt=control_dt, rules=rules, timeout_s=v["load_timeout_s"],
+                     inference_threads=v["inference_threads"])
 
 
 def control_cfg(v: Mapping[str, Value], control_dt: float) -> ControlCfg:

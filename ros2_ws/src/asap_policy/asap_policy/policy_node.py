@@ -8,11 +8,12 @@ A thin rclpy shell over ``asap_core.control.Controller``. Threads:
 - command writer: repeats the latest command at ``writer_rate_hz`` between ticks and, if no tick
   completes for ``stall_timeout_ms``, sends DAMPING on its own and latches the fault;
 - executor (``asap_policy.executor.InlineExecutor``): the raw /lowstate callback (stores bytes
-  only) and /clock in the spinning thread; on two pool threads the SetMode / LoadPolicy services
-  (they block while loading or waiting for the tick that applies them) and, in a group of their
-  own, the /lowcmd conflict check, status and diagnostics timers.
+  only) and /clock in the spinning thread; SetMode, LoadPolicy and the timers (the /lowcmd
+  publisher check, status, diagnostics) each on a pool of their own, so a load never delays a
+  mode request; the load itself runs on the one loader thread (``asap_policy.loader``).
 
-Nothing raises out of the control loop: a fault or an internal error latches DAMPING, logged once.
+Nothing raises out of the node: a fault or an internal error (control tick, any callback, the
+writer) latches DAMPING, logged once; service callbacks always answer, with the reason.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from sensor_msgs.msg import JointState
 from unitree_hg.msg import LowCmd, LowState
 
 from asap_core import g1
-from asap_core.artifact import ArtifactError, load_artifact
 from asap_core.control import Controller, LoadedPolicy, MotorCommand, RobotState, TickOutput
 from asap_core.modes import ACTIVE_MODES, Event, Mode, Transition, request_event
 from asap_core.safety import Staleness
-from asap_core.wire import decode_lowstate, encode_lowcmd, lowstate_tick
+from asap_core.wire import NonFiniteCommandError, decode_lowstate, encode_lowcmd, lowstate_tick
 from asap_policy import params
 from asap_policy.executor import InlineExecutor
+from asap_policy.loader import LoadRefusedError, PolicyLoader, prepare
 from asap_policy.motion_switcher import MotionSwitcherClient
 from asap_policy.motor_health import motor_health
 
@@ -74,6 +75,8 @@ class _Pending:
     blend_ticks: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: Transition | None = None
+    swap: str | None = None
+    """The swap's outcome for a staged policy: "" swapped in, else why it was refused."""
 
 
 class _Window:
@@ -114,13 +117,15 @@ class PolicyNode(Node):
         policy = self._load_initial(v["policy_path"])
         self.dt = policy.artifact.metadata.control_dt if policy else 1.0 / v["control_rate_hz"]
         self.controller = Controller(params.control_cfg(v, self.dt), policy)
+        self._loader = PolicyLoader(params.loader_cfg(v, self.dt), self._current_state)
         self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
         self.clock = self.get_clock()  # ROS time: sim time under use_sim_time; stamps otherwise
         # under sim time the control thread waits on this condition, notified on every /clock step
         # and every /lowstate
         self._sim_progress = threading.Condition()
         self._clock_jump = self.clock.create_jump_callback(
-            JumpThreshold(min_forward=Duration(nanoseconds=1), min_backward=None, on_clock_change=True),
+            JumpThreshold(min_forward=Duration(nanoseconds=1), min_backward=Duration(nanoseconds=-1),
+                          on_clock_change=True),
             post_callback=self._notify_sim_progress,
         ) if self.use_sim_time else None
 
@@ -138,7 +143,7 @@ class PolicyNode(Node):
         self._good_state: tuple[RobotState, int, np.ndarray] | None = None  # + receive ns, tau_est
         self._pending: list[_Pending] = []
         self._command: tuple[bytes, int, int] | None = None  # wire bytes, tick time ns, publish ns
-        self._writer_fault = ""
+        self._external_fault = ""  # a fault found outside the tick (writer, graph check, error)
         self._start_block = "starting up"  # why the robot may not leave ZERO_TORQUE now
         self._released = not v["release_motion_switcher"]
         self._release_block = "" if self._released else "waiting for the motion switcher release"
@@ -149,7 +154,9 @@ class PolicyNode(Node):
                       "phase": 0.0}  # phase of the newest tick that ran the policy (kept after POLICY)
 
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        before = self._lowcmd_publisher_gids()
         self._lowcmd_pub = self.create_publisher(LowCmd, TOPICS["lowcmd"], reliable)
+        self._own_lowcmd_gid = _own_gid(before, self._lowcmd_publisher_gids())
         self.create_subscription(LowState, TOPICS["lowstate"], self._on_lowstate,
                                  QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT),
                                  raw=True)
@@ -157,15 +164,17 @@ class PolicyNode(Node):
         self._status_pub = self.create_publisher(PolicyStatus, TOPICS["status"], reliable)
         self._joint_pub = self.create_publisher(JointState, TOPICS["joint_states"], QoSProfile(depth=10))
         self._diag_pub = self.create_publisher(DiagnosticArray, TOPICS["diagnostics"], QoSProfile(depth=10))
-        # they block (loading, waiting for a tick): pool threads, not the executor's own
-        services = ReentrantCallbackGroup()
-        # the timers query the graph and build messages (ms each): on pool threads too, in a group of
-        # their own, so the /lowstate callback never waits behind them
+        # they block (waiting for a tick; waiting for the loader): pool threads, not the executor's
+        # own, and a pool each, so a load never delays a mode request (an e-stop)
+        mode_service, load_service = ReentrantCallbackGroup(), ReentrantCallbackGroup()
+        # the timers query the graph and build messages (ms each): on a pool thread too, so the
+        # /lowstate callback never waits behind them
         timers = MutuallyExclusiveCallbackGroup()
-        self.offloaded_callbacks = (services, timers)
-        self.create_service(SetMode, TOPICS["set_mode"], self._on_set_mode, callback_group=services)
-        self.create_service(LoadPolicy, TOPICS["load_policy"], self._on_load_policy,
-                            callback_group=services)
+        self.offloaded_callbacks = {mode_service: 2, load_service: 2, timers: 1}
+        self.create_service(SetMode, TOPICS["set_mode"], self._answering(self._on_set_mode),
+                            callback_group=mode_service)
+        self.create_service(LoadPolicy, TOPICS["load_policy"], self._answering(self._on_load_policy),
+                            callback_group=load_service)
         self.create_timer(0.2, self._check_lowcmd_publishers, callback_group=timers)
         self.create_timer(1.0 / v["status_rate_hz"], self._publish_status, callback_group=timers)
         self.create_timer(1.0 / v["diagnostics_rate_hz"], self._publish_diagnostics, callback_group=timers)
@@ -185,12 +194,15 @@ class PolicyNode(Node):
     # -- configure ------------------------------------------------------------------------------
 
     def _load_initial(self, path: str) -> LoadedPolicy | None:
-        """Fail fast: an invalid artifact at start is an error, not a warning."""
+        """Fail fast: an artifact that LoadPolicy would refuse is an error at start, not a warning."""
         if not path:
             return None
-        artifact = load_artifact(path)  # raises ArtifactError naming the field
-        self.get_logger().info(f"policy {artifact.metadata.name} sha256 {artifact.sha256}")
-        return LoadedPolicy(artifact, threads=self.values["inference_threads"])
+        try:
+            policy = prepare(path, params.loader_cfg(self.values, 0.0), _standing_state(), check_dt=False)
+        except LoadRefusedError as e:
+            raise RuntimeError(f"policy_path {path}: {e}") from None
+        self.get_logger().info(f"policy {policy.artifact.metadata.name} sha256 {policy.artifact.sha256}")
+        return policy
 
     def _release(self) -> None:
         v = self.values
@@ -210,14 +222,42 @@ class PolicyNode(Node):
             self._states_received += 1
             self._notify_sim_progress()
 
+    def _lowcmd_publisher_gids(self) -> set[bytes]:
+        return {bytes(i.endpoint_gid) for i in self.get_publishers_info_by_topic(TOPICS["lowcmd"])}
+
     def _check_lowcmd_publishers(self) -> None:
-        me = (self.get_name(), self.get_namespace())
-        others = [f"{i.node_namespace.rstrip('/')}/{i.node_name}"
-                  for i in self.get_publishers_info_by_topic(TOPICS["lowcmd"])
-                  if (i.node_name, i.node_namespace) != me]
+        """Any /lowcmd publisher but ours (by GID: a node name proves nothing) blocks leaving
+        ZERO_TORQUE and, in an active mode, is a fault: two controllers fight over the motors."""
+        others = sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name} "
+                        f"(gid {bytes(i.endpoint_gid).hex()[:24]})"
+                        for i in self.get_publishers_info_by_topic(TOPICS["lowcmd"])
+                        if bytes(i.endpoint_gid) != self._own_lowcmd_gid)
+        conflict = f"another /lowcmd publisher: {others}" if others else ""
         with self._lock:
-            conflict = f"another /lowcmd publisher: {sorted(others)}" if others else ""
             self._start_block = self._release_block or conflict
+            if conflict and self.controller.mode in ACTIVE_MODES and not self._external_fault:
+                self._external_fault = conflict
+
+    def _answering(self, callback):
+        """A service callback that always answers: an unexpected error refuses the request with
+        its reason and damps (it is a bug, and the robot must not run on in an unknown state)."""
+        def answer(request, response):
+            try:
+                return callback(request, response)
+            except Exception as e:
+                self.internal_error(e, callback.__name__)
+                response.accepted, response.message = False, f"internal error, not applied: {e!r}"
+                return response
+        answer.__name__ = callback.__name__  # errors are reported by callback name
+        return answer
+
+    def internal_error(self, error: BaseException, where: str = "a callback") -> None:
+        """An unexpected exception anywhere in the node: log it, send DAMPING now, latch it next tick."""
+        self.get_logger().error(f"internal error in {where}, DAMPING: {error!r}")
+        with self._lock:
+            self._external_fault = self._external_fault or f"internal error in {where}: {error!r}"
+        if self.context.ok():
+            self._send(MotorCommand.damping(self.values["damping_kd"]), self._now_ns())
 
     def _on_set_mode(self, request: SetMode.Request, response: SetMode.Response) -> SetMode.Response:
         try:
@@ -238,33 +278,25 @@ class PolicyNode(Node):
                         response: LoadPolicy.Response) -> LoadPolicy.Response:
         response.accepted, response.message = False, ""
         try:
-            artifact = load_artifact(request.path)
-        except ArtifactError as e:
+            policy = self._loader.load(request.path)
+        except LoadRefusedError as e:
             response.message = f"refused {request.path}: {e}"
             self.get_logger().warning(response.message)
             return response
-        m = artifact.metadata
-        problem = ""
-        if abs(m.control_dt - self.dt) > 1e-9:
-            problem = f"control_dt {m.control_dt} s differs from the running loop's {self.dt} s"
-        policy = None
-        if not problem:
-            try:
-                policy = LoadedPolicy(artifact, threads=self.values["inference_threads"])
-                problem = policy.dry_run(self._current_state())
-            except Exception as e:  # onnxruntime's own errors have no common base class
-                problem = f"onnxruntime cannot run it: {e}"
-        if problem:
-            response.message = f"refused {request.path}: {problem}"
-            self.get_logger().warning(response.message)
-            return response
+        artifact, m = policy.artifact, policy.artifact.metadata
         pending = self._submit(_Pending(policy=policy, blend_ticks=request.blend_ticks or None))
-        response.accepted = pending.done.is_set()
+        response.accepted = pending.swap == ""
         response.policy_sha256, response.policy_name = artifact.sha256, m.name
-        response.message = (f"swapped in {m.name} ({artifact.sha256[:12]}, {m.num_joints} joints, "
-                            f"obs {m.observation.dim}, motion {m.motion.name} {m.motion.length_s:.2f} s)"
-                            if response.accepted else "no control tick ran within 1 s to swap it in")
-        self.get_logger().info(response.message)
+        if response.accepted:
+            response.message = (f"swapped in {m.name} ({artifact.sha256[:12]}, {m.num_joints} joints, obs "
+                                f"{m.observation.dim}, motion {m.motion.name} {m.motion.length_s:.2f} s)")
+        else:
+            response.message = f"refused {request.path}: " + (pending.swap or "no control tick ran within "
+                                                               "1 s to swap it in")
+        if response.accepted:  # two call sites: rclpy fixes a call site's severity at its first use
+            self.get_logger().info(response.message)
+        else:
+            self.get_logger().warning(response.message)
         return response
 
     def _submit(self, pending: _Pending) -> _Pending:
@@ -285,15 +317,14 @@ class PolicyNode(Node):
         """The newest good state, or the robot standing at the default pose if none arrived."""
         with self._lock:
             good = self._good_state
-        if good is not None:
-            return good[0]
-        return RobotState(q=g1.default_pose(g1.MOTOR_ORDER), dq=np.zeros(g1.NUM_MOTORS),
-                          quat_wxyz=np.array([1.0, 0, 0, 0]), gyro_b=np.zeros(3))
+        return _standing_state() if good is None else good[0]
 
     # -- control thread -------------------------------------------------------------------------
 
-    def _sleep_until(self, deadline_ns: int) -> bool:
-        """Sleep until ``deadline_ns`` on the node clock; False when shutting down.
+    def _sleep_until(self, deadline_ns: int, period_ns: int) -> bool:
+        """Sleep until ``deadline_ns`` on the node clock; False when shutting down. Returns early
+        when sim time is more than two periods behind the deadline: the clock jumped back (a
+        simulator reset) and the caller re-anchors, instead of waiting for sim time to catch up.
 
         Steady time sleeps with ``time.sleep`` on CLOCK_MONOTONIC (rclpy's ``Clock.sleep_until``
         costs a jump-callback registration per call: ~40 % of a core at 500 Hz). Sim time waits on a
@@ -310,7 +341,9 @@ class PolicyNode(Node):
             return self._running
         with self._sim_progress:
             seen = self._states_received
-            while self._running and self._now_ns() < deadline_ns:
+            while self._running and (now := self._now_ns()) < deadline_ns:
+                if deadline_ns - now > 2 * period_ns:
+                    return self._running
                 self._sim_progress.wait(SIM_CLOCK_POLL_S)  # the timeout only bounds a shutdown
                 if self._states_received != seen and self._newest_tick() == self._answered_tick:
                     # a lock-step twin re-sent the state we answered: our command was lost (e.g. sent
@@ -351,10 +384,15 @@ class PolicyNode(Node):
             while self._running and self._raw_state is None:
                 time.sleep(0.01)
             deadline = (self._now_ns() // period) * period
-        while self._sleep_until(deadline) and rclpy.ok(context=self.context):
+        while self._sleep_until(deadline, period) and rclpy.ok(context=self.context):
             now = self._now_ns()
             late = now - deadline
-            if late > 1e9:  # a clock jump (sim reset, pause): re-anchor, not a miss
+            if late < -period:  # the sim clock jumped back (a reset): re-anchor on the next period,
+                # which also lets the state of the new time arrive; one older than the jump is stale
+                self.get_logger().warning(f"sim clock jumped back {-late / 1e9:.3f} s: ticks re-anchored")
+                deadline = (now // period + 1) * period
+                continue
+            if late > 1e9:  # a jump forward (sim reset, pause): re-anchor, not a miss
                 deadline, late = (now // period) * period, 0
             skipped = late // period
             if skipped:
@@ -372,18 +410,18 @@ class PolicyNode(Node):
                 return  # shutting down: nothing to publish on
             self.get_logger().error(f"internal error in the control tick, DAMPING: {e!r}")
             with self._lock:
-                self._writer_fault = self._writer_fault or f"internal error: {e!r}"
+                self._external_fault = self._external_fault or f"internal error: {e!r}"
             self._send(MotorCommand.damping(self.values["damping_kd"]), now_ns)
 
     def _tick(self, now_ns: int) -> None:
         with self._lock:
             raw, pending, self._pending = self._raw_state, self._pending, []
-            start_block, external_fault = self._start_block, self._writer_fault
-            self._writer_fault = ""
+            start_block, external_fault = self._start_block, self._external_fault
+            self._external_fault = ""
         state, t_recv, tau = self._decode(raw)
         age = None if t_recv is None else (now_ns - t_recv) / 1e9
         staged = [p for p in pending if p.policy is not None]
-        for p in staged[-1:]:
+        for p in staged[-1:]:  # loads run one at a time: at most one is staged
             self.controller.stage(p.policy, p.blend_ticks)
         events = [p for p in pending if p.event is not None]
         previous_mode = self.controller.mode
@@ -394,6 +432,8 @@ class PolicyNode(Node):
             self.stats["state_to_cmd_ms"].add((self._now_ns() - t_recv) / 1e6)
         for p, result in zip(events, out.results, strict=True):
             p.result = result
+        for p in staged:
+            p.swap = out.swap if p is staged[-1] else "superseded by a later load"
         for p in (*events, *staged):
             p.done.set()
         self._after_tick(out, state, tau, t_recv, age, previous_mode)
@@ -416,8 +456,14 @@ class PolicyNode(Node):
             good, released = self._good_state, self._released
         if good is None or not released:
             return  # no mode_machine to echo yet, or the built-in controller still owns the robot
-        data = encode_lowcmd(mode_machine=good[0].mode_machine, q=cmd.q, kp=cmd.kp, kd=cmd.kd,
-                             dq=cmd.dq, tau=cmd.tau)
+        try:
+            data = encode_lowcmd(mode_machine=good[0].mode_machine, q=cmd.q, kp=cmd.kp, kd=cmd.kd,
+                                 dq=cmd.dq, tau=cmd.tau)
+        except NonFiniteCommandError as e:  # a bug upstream: the last gate sends damping instead
+            self.get_logger().error(f"{e}; DAMPING", throttle_duration_sec=1.0)
+            with self._lock:
+                self._external_fault = self._external_fault or str(e)
+            data = self._damping_bytes(good[0].mode_machine)
         with self._publish_lock:
             self._lowcmd_pub.publish(data)
             self._command = (data, now_ns, self._now_ns())
@@ -470,38 +516,48 @@ class PolicyNode(Node):
 
     def _writer_loop(self) -> None:
         period = round(1e9 / self.values["writer_rate_hz"])
-        stall_ns = self.values["stall_timeout_ms"] * 1e6
         deadline = self._now_ns() + period
-        while self._sleep_until(deadline) and rclpy.ok(context=self.context):
+        while self._sleep_until(deadline, period) and rclpy.ok(context=self.context):
             now = self._now_ns()
-            deadline = max(deadline + period, now)
+            # on time: the next period; late, or the sim clock jumped back: one period from now
+            deadline = deadline + period if deadline <= now < deadline + period else now + period
+            try:
+                self._write(now, period)
+            except Exception as e:
+                self.internal_error(e, "the command writer")
+
+    def _write(self, now: int, period: int) -> None:
+        """Repeat the latest command, or damp on our own if the control loop stalled."""
+        with self._publish_lock:
+            last = self._command
+        if last is None:
+            return
+        data, tick_ns, published_ns = last
+        if now - tick_ns > self.values["stall_timeout_ms"] * 1e6 and self.controller.mode in ACTIVE_MODES:
+            self._stalled(now - tick_ns)
+        elif now - published_ns >= 0.9 * period:
             with self._publish_lock:
-                last = self._command
-            if last is None:
-                continue
-            data, tick_ns, published_ns = last
-            if now - tick_ns > stall_ns and self.controller.mode in ACTIVE_MODES:
-                self._stalled(now - tick_ns)
-            elif now - published_ns >= 0.9 * period:
-                with self._publish_lock:
-                    if self._command is last:
-                        self._lowcmd_pub.publish(data)
-                        self._command = (data, tick_ns, now)
+                if self._command is last:
+                    self._lowcmd_pub.publish(data)
+                    self._command = (data, tick_ns, now)
 
     def _stalled(self, since_ns: int) -> None:
         """The control loop stopped: damp on our own and make the next tick latch it."""
         with self._lock:
-            first = not self._writer_fault
-            self._writer_fault = f"control loop stalled for {since_ns / 1e6:.0f} ms"
+            first = not self._external_fault
+            self._external_fault = f"control loop stalled for {since_ns / 1e6:.0f} ms"
             good = self._good_state
         if first:
-            self.get_logger().error(f"{self._writer_fault}: writer sends DAMPING")
+            self.get_logger().error(f"{self._external_fault}: writer sends DAMPING")
         if good is not None:
-            data = encode_lowcmd(mode_machine=good[0].mode_machine, q=good[0].q,
-                                 kp=np.zeros(g1.NUM_MOTORS),
-                                 kd=np.full(g1.NUM_MOTORS, self.values["damping_kd"]))
+            data = self._damping_bytes(good[0].mode_machine)
             with self._publish_lock:
                 self._lowcmd_pub.publish(data)
+
+    def _damping_bytes(self, mode_machine: int) -> bytes:
+        """A damping LowCmd that needs nothing from the state (q = 0: kp = 0 makes it irrelevant)."""
+        cmd = MotorCommand.damping(self.values["damping_kd"])
+        return encode_lowcmd(mode_machine=mode_machine, q=cmd.q, kp=cmd.kp, kd=cmd.kd)
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -563,14 +619,32 @@ class PolicyNode(Node):
         status.values = [KeyValue(key=k, value=v) for k, v in health.values.items()]
         return status
 
-    def shutdown(self) -> None:
-        """Stop the threads; if the robot was under stiffness control, leave it damped."""
+    def shutdown(self, crashed: bool = False) -> None:
+        """Stop the threads; leave the robot damped if it was under stiffness control, or whatever
+        the mode if the node is going down on an unexpected error."""
         self._running = False
         for t in self._threads:
             t.join(timeout=1.0)
-        if self.controller.mode in ACTIVE_MODES and rclpy.ok(context=self.context):
+        self._loader.close()
+        if (crashed or self.controller.mode in ACTIVE_MODES) and rclpy.ok(context=self.context):
             for _ in range(3):
                 self._send(MotorCommand.damping(self.values["damping_kd"]), self._now_ns())
+
+
+def _standing_state() -> RobotState:
+    """The robot standing at the default pose: the dry run's state before any LowState."""
+    return RobotState(q=g1.default_pose(g1.MOTOR_ORDER), dq=np.zeros(g1.NUM_MOTORS),
+                      quat_wxyz=np.array([1.0, 0, 0, 0]), gyro_b=np.zeros(3))
+
+
+def _own_gid(before: set[bytes], after: set[bytes]) -> bytes:
+    """The GID of the /lowcmd publisher that appeared between two graph snapshots: ours (the graph
+    cache lists local endpoints at once). Ambiguous only if another appeared in those microseconds."""
+    new = after - before
+    if len(new) != 1:
+        raise RuntimeError(f"cannot tell this node's /lowcmd publisher among {len(new)} new ones; "
+                           "another node created one at the same moment: stop it and restart")
+    return new.pop()
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -578,21 +652,25 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(args: list[str] | None = None) -> None:
-    """Run the node until SIGINT/SIGTERM; then leave an actively held robot damped."""
+    """Run the node until SIGINT/SIGTERM; then leave an actively held robot damped. An error that
+    escapes the executor ends the process too, after the same damping commands (never in silence)."""
     # rclpy's own handlers would invalidate the context before the final damping command goes out
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGTERM, _interrupt)
-    node = None
+    node, crashed = None, False
     try:
         node = PolicyNode()
-        executor = InlineExecutor(offload=node.offloaded_callbacks)
+        executor = InlineExecutor(offload=node.offloaded_callbacks, on_error=node.internal_error)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        crashed = True
+        raise
     finally:
         if node is not None:
-            node.shutdown()
+            node.shutdown(crashed=crashed)
             node.destroy_node()
         rclpy.try_shutdown()
 

@@ -52,7 +52,7 @@ def test_subscriptions_run_while_an_offloaded_service_blocks(context) -> None:
 
     server.create_service(Trigger, "/inline_test/block", serve, callback_group=blocking)
     server.create_subscription(Int32, "/inline_test/ints", on_int, 10)
-    executor = InlineExecutor(offload=[blocking], context=context)
+    executor = InlineExecutor(offload={blocking: 2}, context=context)
     executor.add_node(server)
     spinner = threading.Thread(target=executor.spin, name="spinner", daemon=True)
     spinner.start()
@@ -85,10 +85,57 @@ def test_subscriptions_run_while_an_offloaded_service_blocks(context) -> None:
 def test_an_inline_callback_error_reaches_the_spinning_thread(context) -> None:
     node = rclpy.create_node("inline_error", context=context)
     node.create_timer(0.01, lambda: 1 / 0)
-    executor = InlineExecutor(offload=[ReentrantCallbackGroup()], context=context)
+    executor = InlineExecutor(offload={ReentrantCallbackGroup(): 2}, context=context)
     executor.add_node(node)
     try:
         with pytest.raises(ZeroDivisionError):
             executor.spin_once(timeout_sec=2.0)
     finally:
         executor.shutdown()
+
+
+def test_a_blocked_group_does_not_delay_another_and_errors_go_to_on_error(context) -> None:
+    """SetMode must never wait behind LoadPolicy: each offloaded group has a pool of its own."""
+    server = rclpy.create_node("inline_groups", context=context)
+    loads, modes = ReentrantCallbackGroup(), ReentrantCallbackGroup()
+    release, errors = threading.Event(), []
+
+    def block(_req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        release.wait(10.0)  # like a load that takes seconds
+        res.success = True
+        return res
+
+    def answer(_req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success = True
+        return res
+
+    def boom(_req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        raise RuntimeError("planted")
+
+    server.create_service(Trigger, "/groups/load", block, callback_group=loads)
+    server.create_service(Trigger, "/groups/mode", answer, callback_group=modes)
+    server.create_service(Trigger, "/groups/boom", boom, callback_group=modes)
+    executor = InlineExecutor(offload={loads: 2, modes: 2}, context=context,
+                              on_error=lambda e, name: errors.append((name, str(e))))
+    executor.add_node(server)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    client_node = rclpy.create_node("groups_client", context=context)
+    client_exec = SingleThreadedExecutor(context=context)
+    client_exec.add_node(client_node)
+    clients = {n: client_node.create_client(Trigger, f"/groups/{n}") for n in ("load", "mode", "boom")}
+    try:
+        assert all(c.wait_for_service(10.0) for c in clients.values())
+        blocked = [clients["load"].call_async(Trigger.Request()) for _ in range(2)]  # both load threads
+        time.sleep(0.2)
+        mode = clients["mode"].call_async(Trigger.Request())
+        assert _wait(lambda: (client_exec.spin_once(0.01), mode.done())[1])
+        assert not any(f.done() for f in blocked)
+        clients["boom"].call_async(Trigger.Request())
+        assert _wait(lambda: (client_exec.spin_once(0.01), bool(errors))[1])
+        assert errors == [("boom", "planted")] and spinner.is_alive()
+    finally:
+        release.set()
+        executor.shutdown()
+        spinner.join(5.0)
+        client_exec.shutdown()

@@ -7,26 +7,17 @@ were told), on the services' replies, and on /policy/record and /policy/status.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import signal
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
 torch = pytest.importorskip("torch")
 import policies  # noqa: E402
-from asap_msgs.msg import PolicyRecord, PolicyStatus  # noqa: E402
-from asap_msgs.srv import LoadPolicy, SetMode  # noqa: E402
-from dds import finish, spawn  # noqa: E402
-from fake_g1 import FakeG1  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from asap_msgs.srv import SetMode  # noqa: E402
+from policy_graph import Graph, sine_policy_graph  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from unitree_hg.msg import LowCmd  # noqa: E402
 
@@ -41,100 +32,10 @@ N = 23
 DT = 0.02
 
 
-class Graph:
-    """The test's side of the graph: the fake robot, observers and service clients."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.fake = FakeG1()
-        self.node = rclpy.create_node("policy_test_observer")
-        self.status: PolicyStatus | None = None
-        self.records: list[PolicyRecord] = []
-        self.node.create_subscription(PolicyStatus, "/policy/status", self._on_status, 10)
-        self.node.create_subscription(PolicyRecord, "/policy/record", self.records.append,
-                                      QoSProfile(depth=500))
-        self.set_mode_client = self.node.create_client(SetMode, "/policy/set_mode")
-        self.load_client = self.node.create_client(LoadPolicy, "/policy/load_policy")
-        self.executor = SingleThreadedExecutor()  # a pool hand-off per 500 Hz LowCmd starved the fake robot
-        self.executor.add_node(self.fake)
-        self.executor.add_node(self.node)
-        self._spin = threading.Thread(target=self.executor.spin, daemon=True)
-        self._spin.start()
-        self.fake.start()
-
-    def _on_status(self, msg: PolicyStatus) -> None:
-        self.status = msg
-
-    def wait(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.01)
-        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; status: {self.status}")
-
-    def mode(self) -> Mode | None:
-        return None if self.status is None else Mode(self.status.mode)
-
-    def call(self, client, request, timeout_s: float = 20.0):
-        assert client.wait_for_service(timeout_sec=20.0), "service not available"
-        future = client.call_async(request)
-        self.wait(future.done, timeout_s, f"reply of {client.srv_name}")
-        return future.result()
-
-    def set_mode(self, request: int) -> SetMode.Response:
-        return self.call(self.set_mode_client, SetMode.Request(request=request, reason="test"))
-
-    def load(self, path: Path) -> LoadPolicy.Response:
-        return self.call(self.load_client, LoadPolicy.Request(path=str(path)))
-
-    def to_hold(self, attempts: int = 3) -> None:
-        """From wherever the node is, back to HOLD through reset and RAMP.
-
-        On the shared 2-core build machines a loaded moment can starve the processes for more than
-        the 50 ms stale limit, and the node then (correctly) damps; setting up a test retries that,
-        the assertions of the tests themselves do not.
-        """
-        for _ in range(attempts):
-            if self.mode() is Mode.DAMPING:
-                assert self.set_mode(SetMode.Request.REQUEST_RESET).accepted
-            if self.mode() is Mode.POLICY:
-                assert self.set_mode(SetMode.Request.REQUEST_HOLD).accepted
-            if self.mode() is not Mode.ZERO_TORQUE:
-                self.set_mode(SetMode.Request.REQUEST_ZERO_TORQUE)
-            if self.set_mode(SetMode.Request.REQUEST_RAMP).accepted:
-                with contextlib.suppress(AssertionError):
-                    self.wait(lambda: self.mode() in (Mode.HOLD, Mode.DAMPING), 10.0, "HOLD after RAMP")
-            if self.mode() is Mode.HOLD:
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"could not reach HOLD: {self.status}")
-
-    def close(self) -> None:
-        self.fake.stop()
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self.fake.destroy_node()
-
-
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("node")
-    policy = policies.write(tmp / "sine.onnx", policies.Sine(N, 0.2), motion_s=1.0, name="sine")
-    rclpy.init()
-    g = Graph(tmp)
-    proc = spawn("-m asap_policy.policy_node", "--ros-args", "-p", f"policy_path:={policy}",
-                 "-p", "ramp_s:=0.3", "-p", "stale_damp_ms:=50.0", "-p", "status_rate_hz:=20.0")
-    try:
-        g.wait(lambda: g.status is not None and g.fake.commands, 60.0, "the node's first status and command")
-        g.wait(lambda: g.status.fault == "", 20.0, "no start block")
+    with sine_policy_graph(tmp_path_factory.mktemp("node"), 1.0, "stale_damp_ms:=50.0") as g:
         yield g
-    finally:
-        g.close()
-        proc.send_signal(signal.SIGINT)
-        _, _, err = finish(proc, timeout_s=10.0)
-        rclpy.shutdown()
-        print(err[-3000:])  # the node's log, shown when a test fails
 
 
 def test_every_command_has_a_valid_crc_and_echoes_mode_machine(graph: Graph) -> None:
@@ -206,25 +107,13 @@ def test_estop_combo_on_the_remote_damps(graph: Graph) -> None:
     assert graph.set_mode(SetMode.Request.REQUEST_RESET).accepted
 
 
-def _with_metadata(src: Path, dst: Path, edit: Callable[[dict], None]) -> Path:
-    """A copy of an artifact with its metadata edited behind the writer's back."""
-    model = onnx.load(str(src))
-    for p in model.metadata_props:
-        if p.key == "asap_policy":
-            data = json.loads(p.value)
-            edit(data)
-            p.value = json.dumps(data)
-    dst.write_bytes(model.SerializeToString())
-    return dst
-
-
 def _bad_artifacts(tmp: Path) -> dict[str, tuple[Path, str]]:
     corrupt = tmp / "corrupt.onnx"
     corrupt.write_bytes(b"\x08\x07garbage" * 100)
     good = policies.write(tmp / "base.onnx", policies.Constant(N, 0.0))
-    names = _with_metadata(good, tmp / "names.onnx",
+    names = policies.with_metadata(good, tmp / "names.onnx",
                            lambda d: d["joint_names"].__setitem__(0, "left_hip_pitch"))
-    dims = _with_metadata(good, tmp / "dims.onnx",
+    dims = policies.with_metadata(good, tmp / "dims.onnx",
                           lambda d: d["observation"].__setitem__("terms", d["observation"]["terms"][:4]))
     return {"corrupt": (corrupt, "not an ONNX model"), "names": (names, "not G1 joints: ['left_hip_pitch']"),
             "dims": (dims, "observation.dim")}
