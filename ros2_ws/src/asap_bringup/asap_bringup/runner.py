@@ -120,8 +120,8 @@ class Supervisor:
 
     def start(self, name: str, cmd: list[str]) -> None:
         """Start one node in its own process group (so signals are ours to send), bound to our life."""
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
-                                start_new_session=True, preexec_fn=_terminate_with_parent)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=self.env, start_new_session=True, preexec_fn=_terminate_with_parent)
         threading.Thread(target=_pump, args=(name, proc.stdout), daemon=True).start()
         self.running.append(_Running(name, proc))
 

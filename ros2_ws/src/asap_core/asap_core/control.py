@@ -270,8 +270,8 @@ class Controller:
         if not start and (state is None or stale is Staleness.STALE):
             start = "no fresh LowState"
         if not start:
-            start = _variant_problem(state.mode_machine, self.cfg.sim_mode_machine) or self.safety.state_fault(
-                state.q, state.dq, state.quat_wxyz)
+            start = _variant_problem(state.mode_machine, self.cfg.sim_mode_machine) or \
+                self.safety.state_fault(state.q, state.dq, state.quat_wxyz)
         return Guards(start=start, policy=self._policy_block(state))
 
     def _policy_block(self, state: RobotState | None) -> str:

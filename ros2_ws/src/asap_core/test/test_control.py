@@ -176,7 +176,8 @@ def test_start_guard_and_variant_and_pose_guards(files: dict) -> None:
 
 def test_a_simulator_mode_machine_is_accepted_only_when_configured(files: dict) -> None:
     """unitree_mujoco reports mode_machine 0: refused by default, accepted with sim_mode_machine=0."""
-    out = Controller(ControlCfg(), load(files, "zero")).tick(state(mode_machine=0), 0.001, [Event.REQUEST_RAMP])
+    out = Controller(ControlCfg(), load(files, "zero")).tick(state(mode_machine=0), 0.001,
+                                                             [Event.REQUEST_RAMP])
     assert not out.results[0].accepted and "unknown G1 mode_machine 0" in out.results[0].reason
     cfg = ControlCfg(sim_mode_machine=0)
     assert Controller(cfg, load(files, "zero")).tick(state(mode_machine=0), 0.001,
