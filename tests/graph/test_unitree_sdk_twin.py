@@ -133,3 +133,16 @@ def test_sdk_lowcmds_with_a_bad_crc_or_mode_machine_are_rejected_and_counted(
     assert abs(_elbow(graph) - held) < 0.05, f"a LowCmd with {what} moved the elbow"
     assert graph.wait_until(lambda: graph.counter(counter) >= before + 0.9 * sent["sent"], 5.0), \
         f"{counter}: {before} -> {graph.counter(counter)} after {sent['sent']} LowCmds with {what}"
+
+
+def test_the_wire_check_shows_the_sdk_participant_and_the_robot_topics(graph: TwinAndSdk) -> None:
+    """`asap-dds-check` (README "Talking to a G1") while the SDK commands the twin."""
+    check = spawn("-m asap_bringup.dds_check", "--seconds", "3")
+    graph.peer.ask("command", seconds=3.5, rate_hz=100, q={}, kp=40.0, kd=2.0, crc="sdk", mode_machine=None)
+    code, out, err = finish(check)
+    assert code == 0, out + err
+    assert "(type propagation disabled)" in out and "result: OK: /lowstate arrives with valid CRCs" in out
+    assert "DDS participants that are not ROS nodes (robot firmware, Unitree SDK programs, simulators): 1" in out
+    lowcmd = out[out.index("  /lowcmd  [unitree_hg/msg/LowCmd]"):]
+    assert lowcmd.startswith("  /lowcmd  [unitree_hg/msg/LowCmd]  publishers: 1 non-ROS  subscribers: /g1_sim")
+    assert "mode_machine [5]" in lowcmd.splitlines()[1] and " 0/" not in lowcmd.splitlines()[1]
