@@ -50,3 +50,12 @@ def test_a_simulator_mode_machine_is_refused_on_the_robot_profile_and_for_real_v
         params.validate({"sim_mode_machine": 4})
     assert params.control_cfg(params.validate(robot), 0.02).sim_mode_machine is None
     assert params.control_cfg(params.validate({"sim_mode_machine": 0}), 0.02).sim_mode_machine == 0
+
+
+def test_every_bringup_parameter_file_of_the_node_validates() -> None:
+    """robot, sim2sim, unitree_mujoco...: a profile whose node would refuse to start fails here."""
+    files = sorted(ROBOT_PARAMS.parents[1].glob("*/policy_node.yaml"))
+    assert {f.parent.name for f in files} >= {"robot", "sim2sim", "unitree_mujoco"}
+    for f in files:
+        values = yaml.safe_load(f.read_text())["/**"]["ros__parameters"]
+        params.validate(values)
