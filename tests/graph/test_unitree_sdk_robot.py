@@ -9,7 +9,6 @@ the policy's gains, every command accepted by the SDK's CRC.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 from asap_msgs.msg import PolicyStatus  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from dds import finish, spawn  # noqa: E402
+from dds import finish, spawn, wait_for  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from unitree_oracle import SdkPeer  # noqa: E402
 
@@ -32,16 +31,17 @@ pytestmark = pytest.mark.graph
 REPO = Path(__file__).resolve().parents[2]
 POLICY = REPO / "training" / "policies" / "arm_swing" / "policy.onnx"
 NODE_PARAMS = REPO / "ros2_ws" / "src" / "asap_policy" / "config" / "policy_node.yaml"
-ROBOT_HZ = 100.0
+ROBOT_HZ = 50.0
 """The stand-in's LowState rate: the SDK's pure-Python CRC costs ~5 ms per LowState."""
 
 
 class NodeAndSdkRobot:
     def __init__(self) -> None:
-        # the stand-in publishes at 100 Hz, not 500: the node's staleness thresholds say so
+        # the stand-in publishes at 50 Hz, not 500, and a Python process on a busy 2-core machine may
+        # pause for hundreds of ms: the node's staleness thresholds say so (staleness is tested elsewhere)
         self.node_proc = spawn("-m asap_policy.policy_node", "--ros-args", "--params-file", str(NODE_PARAMS),
                                "-p", f"policy_path:={POLICY}", "-p", "ramp_s:=1.0",
-                               "-p", "stale_warn_ms:=100.0", "-p", "stale_damp_ms:=300.0")
+                               "-p", "stale_warn_ms:=200.0", "-p", "stale_damp_ms:=1500.0")
         self.peer = SdkPeer()
         rclpy.init()
         self.node = rclpy.create_node("sdk_robot_test")
@@ -52,6 +52,7 @@ class NodeAndSdkRobot:
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         threading.Thread(target=self.executor.spin, daemon=True).start()
+        wait_for(lambda: self.status is not None or self.node_proc.poll() is not None, 60.0)  # node up
 
     def _on_status(self, msg: PolicyStatus) -> None:
         self.status = msg
@@ -75,13 +76,6 @@ def graph() -> Iterator[NodeAndSdkRobot]:
         g.close()
 
 
-def _wait(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return predicate()
-
-
 def test_an_sdk_robot_takes_the_policy_node_through_ramp_to_hold(graph: NodeAndSdkRobot) -> None:
     policy = load_artifact(POLICY).metadata
     joint_map = JointMap.from_names(policy.joint_names, g1.MOTOR_ORDER)
@@ -90,21 +84,21 @@ def test_an_sdk_robot_takes_the_policy_node_through_ramp_to_hold(graph: NodeAndS
     q0[joint_map.index] += 0.1  # every policy joint starts 0.1 rad away from its default
     answer: dict = {}
     robot = threading.Thread(target=lambda: answer.update(graph.peer.ask(
-        "robot", seconds=8.0, rate_hz=ROBOT_HZ, mode_machine=5, q0=q0.tolist(), remote=[])))
+        "robot", seconds=6.0, rate_hz=ROBOT_HZ, mode_machine=5, q0=q0.tolist(), remote=[])))
     robot.start()
-    assert _wait(lambda: graph.status is not None and 0.0 <= graph.status.lowstate_age_ms < 100.0, 6.0), \
+    assert wait_for(lambda: graph.status is not None and 0.0 <= graph.status.lowstate_age_ms < 100.0, 6.0), \
         (f"the policy node does not see the SDK robot's LowState (is asap's Fast DDS profile loaded? "
          f"`source scripts/env.sh`); status: {graph.status}")
     assert graph.set_mode.wait_for_service(timeout_sec=10.0)
     ramp = SetMode.Request(request=SetMode.Request.REQUEST_RAMP, reason="sdk robot test")
     future = graph.set_mode.call_async(ramp)
-    assert _wait(future.done, 10.0) and future.result().accepted, future.result()
-    assert _wait(lambda: graph.modes[-1] is Mode.HOLD, 5.0), graph.modes
-    robot.join(timeout=15.0)
-    assert graph.modes[-2:] == [Mode.RAMP, Mode.HOLD] and Mode.DAMPING not in graph.modes, graph.modes
-    # what the robot received: SDK-valid CRCs, its own mode_machine echoed, the default pose at the
-    # policy's gains
-    assert answer["count"] > 100 and answer["crc_checked"] >= 5, answer
+    assert wait_for(future.done, 10.0) and future.result().accepted, future.result()
+    assert wait_for(lambda: graph.modes[-1] is Mode.HOLD, 5.0), (graph.modes, graph.status.fault)
+    assert graph.modes == [Mode.ZERO_TORQUE, Mode.RAMP, Mode.HOLD], graph.modes
+    robot.join(timeout=15.0)  # the node damps once the stand-in stops publishing: not asserted here
+    # what the robot received (its newest command with stiffness: HOLD's): SDK-valid CRCs, its own
+    # mode_machine echoed, the default pose at the policy's gains
+    assert answer["count"] > 50 and answer["crc_checked"] >= 3, answer
     assert answer["crc_valid"] == answer["crc_checked"] and answer["mode_machines"] == [5], answer
     np.testing.assert_allclose(answer["q"], default, atol=1e-5)
     np.testing.assert_allclose(joint_map.gather(np.array(answer["kp"])), policy.array("kp"))

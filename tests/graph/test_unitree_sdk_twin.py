@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from dds import finish, spawn  # noqa: E402
+from dds import finish, spawn, wait_for  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
@@ -67,12 +67,6 @@ class TwinAndSdk:
     def counter(self, key: str) -> int:
         return int(self.diagnostics.get(key, 0))
 
-    def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not predicate() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return predicate()
-
     def close(self) -> None:
         self.peer.close()
         self.executor.shutdown()
@@ -101,7 +95,11 @@ def test_the_sdk_receives_the_twins_lowstate_with_valid_sdk_crcs(graph: TwinAndS
     assert window["crc_checked"] >= 5 and window["crc_valid"] == window["crc_checked"], window
     assert window["mode_machines"] == [5]
     # the SDK decodes the joints of a sample as rclpy + asap_core decode the same sample (same tick)
-    np.testing.assert_array_equal(window["q"], decode_lowstate(graph.lowstates[window["tick"]]).q)
+    wait_for(lambda: all(tick in graph.lowstates for tick, _ in window["samples"]), 2.0)
+    both = [(q, graph.lowstates[tick]) for tick, q in window["samples"] if tick in graph.lowstates]
+    assert len(both) >= 3, f"{len(both)} of the SDK's samples also seen by rclpy"
+    for q, data in both:
+        np.testing.assert_array_equal(q, decode_lowstate(data).q)
 
 
 def _elbow(graph: TwinAndSdk) -> float:
@@ -111,12 +109,18 @@ def _elbow(graph: TwinAndSdk) -> float:
 def test_an_sdk_lowcmd_stream_moves_a_twin_joint_to_its_target(graph: TwinAndSdk) -> None:
     accepted = graph.counter("lowcmd_accepted")
     start = _elbow(graph)
-    target = 0.9 if start < 0.45 else 0.0
-    sent = graph.peer.ask("command", seconds=1.5, rate_hz=200, q={str(ELBOW): target}, kp=40.0, kd=2.0,
-                          crc="sdk", mode_machine=None)
-    assert sent["mode_machine"] == 5  # echoed from the twin's LowState, as the SDK's examples do
+    target = start + 0.5 if start < 0.5 else start - 0.5
+    sent = 0
+    for _ in range(4):  # 1.5 s is plenty on an idle machine; a loaded one may slow the twin down
+        answer = graph.peer.ask("command", seconds=1.5, rate_hz=200, q={str(ELBOW): target}, kp=60.0,
+                                kd=2.0, crc="sdk", mode_machine=None)
+        sent += answer["sent"]
+        if abs(_elbow(graph) - target) < 0.05:
+            break
+    assert answer["mode_machine"] == 5  # echoed from the twin's LowState, as the SDK's examples do
     assert abs(_elbow(graph) - target) < 0.05, f"elbow {start:.3f} -> {_elbow(graph):.3f}, target {target}"
-    assert graph.wait_until(lambda: graph.counter("lowcmd_accepted") >= accepted + 0.9 * sent["sent"], 5.0)
+    # the SDK's default writer keeps 1 sample: under load some are replaced before they go out
+    assert wait_for(lambda: graph.counter("lowcmd_accepted") >= accepted + sent // 2, 5.0)
 
 
 @pytest.mark.parametrize(("what", "counter", "request_fields"), [
@@ -131,18 +135,21 @@ def test_sdk_lowcmds_with_a_bad_crc_or_mode_machine_are_rejected_and_counted(
     sent = graph.peer.ask("command", seconds=0.8, rate_hz=200, q={str(ELBOW): held + 0.6}, kp=40.0, kd=2.0,
                           **request_fields)
     assert abs(_elbow(graph) - held) < 0.05, f"a LowCmd with {what} moved the elbow"
-    assert graph.wait_until(lambda: graph.counter(counter) >= before + 0.9 * sent["sent"], 5.0), \
+    assert wait_for(lambda: graph.counter(counter) >= before + sent["sent"] // 2, 5.0), \
         f"{counter}: {before} -> {graph.counter(counter)} after {sent['sent']} LowCmds with {what}"
 
 
 def test_the_wire_check_shows_the_sdk_participant_and_the_robot_topics(graph: TwinAndSdk) -> None:
     """`asap-dds-check` (README "Talking to a G1") while the SDK commands the twin."""
     check = spawn("-m asap_bringup.dds_check", "--seconds", "3")
-    graph.peer.ask("command", seconds=3.5, rate_hz=100, q={}, kp=40.0, kd=2.0, crc="sdk", mode_machine=None)
+    # longer than the check listens: its start-up (imports, discovery) takes seconds on a busy machine
+    graph.peer.ask("command", seconds=8.0, rate_hz=100, q={}, kp=40.0, kd=2.0, crc="sdk", mode_machine=None)
     code, out, err = finish(check)
     assert code == 0, out + err
     assert "(type propagation disabled)" in out and "result: OK: /lowstate arrives with valid CRCs" in out
-    assert "DDS participants that are not ROS nodes (robot firmware, Unitree SDK programs, simulators): 1" in out
+    assert "DDS participants that are not ROS nodes (robot firmware, Unitree SDK programs, simulators): 1" \
+        in out
     lowcmd = out[out.index("  /lowcmd  [unitree_hg/msg/LowCmd]"):]
-    assert lowcmd.startswith("  /lowcmd  [unitree_hg/msg/LowCmd]  publishers: 1 non-ROS  subscribers: /g1_sim")
+    assert lowcmd.startswith("  /lowcmd  [unitree_hg/msg/LowCmd]  publishers: 1 non-ROS  subscribers: "
+                             "/g1_sim")
     assert "mode_machine [5]" in lowcmd.splitlines()[1] and " 0/" not in lowcmd.splitlines()[1]

@@ -6,7 +6,7 @@ come one JSON object per line on stdin; each gets one JSON line on stdout:
 
   {"op": "state", "seconds": s}
       listen to rt/lowstate for s seconds -> count, SDK CRC checks of a sample of them, mode_machines,
-      tick and q (29 body motors) of the newest
+      [tick, q (29 body motors)] of the sampled ones, q of the newest
   {"op": "command", "seconds": s, "rate_hz": r, "q": {"3": 0.6}, "kp": 60, "kd": 2,
    "crc": "sdk" | "bad", "mode_machine": null | int}
       publish SDK-built LowCmds on rt/lowcmd (mode_machine null: echo the newest LowState's): the given
@@ -14,7 +14,7 @@ come one JSON object per line on stdin; each gets one JSON line on stdout:
   {"op": "robot", "seconds": s, "rate_hz": r, "mode_machine": 5, "q0": [29], "remote": [[t, [40 bytes]], ...]}
       be the robot: publish LowState on rt/lowstate with the SDK's CRC, joints following received commands
       (first order, 50 ms), the wireless remote bytes given from time t on -> received LowCmds: count,
-      SDK CRC checks of a sample, mode_machines, q and kp of the newest
+      SDK CRC checks of a sample, mode_machines, q and kp of the newest with stiffness (kp > 0 somewhere)
   {"op": "quit"}
 
 The SDK's pure-Python CRC costs ~5 ms per LowState and ~2.4 ms per LowCmd, so received samples are
@@ -49,7 +49,7 @@ class Peer:
         self._newest_state = None
         self._cmds: list = []
         self._cmd_count = 0
-        self._newest_cmd = None
+        self._newest_cmd = self._newest_stiff_cmd = None
         self._listening = False
         self._cmd_pub = self._state_pub = self._cmd_sub = None
         self._state_sub = channel.ChannelSubscriber("rt/lowstate", sdk.hg.LowState_)
@@ -66,6 +66,8 @@ class Peer:
     def _on_cmd(self, msg) -> None:
         with self._lock:
             self._newest_cmd = msg
+            if any(m.kp > 0 for m in msg.motor_cmd):
+                self._newest_stiff_cmd = msg
             self._cmd_count += 1
             if self._cmd_count % CHECK_EVERY == 1:
                 self._cmds.append(msg)
@@ -80,7 +82,7 @@ class Peer:
         return {"count": count, "crc_checked": len(sampled),
                 "crc_valid": sum(sdk.crc(m) == m.crc for m in sampled),
                 "mode_machines": sorted({m.mode_machine for m in sampled}),
-                "tick": newest.tick if newest is not None and count else None,
+                "samples": [[m.tick, [s.q for s in m.motor_state[:BODY]]] for m in sampled],
                 "q": [m.q for m in newest.motor_state[:BODY]] if newest is not None and count else None}
 
     def command(self, seconds: float, rate_hz: float, q: dict, kp: float, kd: float, crc: str,
@@ -112,7 +114,7 @@ class Peer:
             self._cmd_sub = channel.ChannelSubscriber("rt/lowcmd", sdk.hg.LowCmd_)
             self._cmd_sub.Init(self._on_cmd, 10)
         with self._lock:
-            self._cmds, self._cmd_count, self._newest_cmd = [], 0, None
+            self._cmds, self._cmd_count, self._newest_cmd, self._newest_stiff_cmd = [], 0, None, None
         msg = sdk.default.unitree_hg_msg_dds__LowState_()
         msg.mode_machine = mode_machine
         msg.imu_state.quaternion = [1.0, 0.0, 0.0, 0.0]
@@ -135,7 +137,7 @@ class Peer:
             tick += 1
             time.sleep(max(0.0, t0 + tick * dt - time.monotonic()))
         with self._lock:
-            sampled, count, newest = list(self._cmds), self._cmd_count, self._newest_cmd
+            sampled, count, newest = list(self._cmds), self._cmd_count, self._newest_stiff_cmd
         return {"states_sent": tick, "count": count, "crc_checked": len(sampled),
                 "crc_valid": sum(sdk.crc(m) == m.crc for m in sampled),
                 "mode_machines": sorted({m.mode_machine for m in sampled}),

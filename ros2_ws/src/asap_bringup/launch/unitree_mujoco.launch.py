@@ -1,4 +1,4 @@
-"""ros2 launch asap_bringup unitree_mujoco.launch.py [name:=value ...]: see config/profiles/unitree_mujoco.yaml."""
+"""ros2 launch asap_bringup unitree_mujoco.launch.py [name:=value ...]: see profiles/unitree_mujoco.yaml."""
 
 from asap_bringup.launch_common import profile_launch_description
 
