@@ -46,11 +46,16 @@ RUN . /opt/ros/humble/setup.bash \
     && rm -rf build log
 
 WORKDIR /opt/asap
-COPY docker/cyclonedds.xml /opt/asap/cyclonedds.xml
+COPY ros2_ws/src/asap_bringup/config/dds /opt/asap/dds
 COPY docker/entrypoint.sh /opt/asap/entrypoint.sh
 # The G1 network is 192.168.123.0/24: ASAP_NETWORK_INTERFACE names the interface on it (eth0 on PC2).
+# The Fast DDS profile matters only with RMW_IMPLEMENTATION=rmw_fastrtps_cpp: it keeps Fast DDS from
+# announcing type objects that CycloneDDS (the robot) rejects. Humble's Fast DDS 2 reads FASTRTPS_*,
+# Fast DDS 3 (Kilted and newer) FASTDDS_*.
 ENV RMW_IMPLEMENTATION=rmw_cyclonedds_cpp \
-    CYCLONEDDS_URI=file:///opt/asap/cyclonedds.xml \
+    CYCLONEDDS_URI=file:///opt/asap/dds/cyclonedds_robot.xml \
+    FASTRTPS_DEFAULT_PROFILES_FILE=/opt/asap/dds/fastdds.xml \
+    FASTDDS_DEFAULT_PROFILES_FILE=/opt/asap/dds/fastdds.xml \
     ASAP_NETWORK_INTERFACE=eth0 \
     ASAP_PROFILE=robot \
     ROS_DOMAIN_ID=0

@@ -33,4 +33,9 @@ export PYTHONPATH="$_asap_root/training/src${PYTHONPATH:+:$PYTHONPATH}"
 # DDS: stay on this machine unless the user says otherwise (the robot profile overrides it).
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
+# Fast DDS 3 announces XTypes type objects that CycloneDDS (the G1, Unitree's SDK and simulator) rejects:
+# discovered, never matched, no data. This profile turns that off (README "Talking to a G1").
+if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ]; then
+  export FASTDDS_DEFAULT_PROFILES_FILE="$_asap_root/ros2_ws/src/asap_bringup/config/dds/fastdds.xml"
+fi
 unset _asap_root _pkg _site _link

@@ -33,6 +33,14 @@ def spin_until(node, predicate: Callable[[], bool], timeout_s: float, executor=N
     return predicate()
 
 
+def wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll ``predicate()`` (others spin the nodes) until it holds or ``timeout_s`` passes; return it."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
 def finish(proc: subprocess.Popen, timeout_s: float = 10.0) -> tuple[int, str, str]:
     """Wait for a process (terminating it if needed); return (code, stdout, stderr)."""
     try:

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from asap_bringup import runner
+from asap_bringup.dds import CYCLONEDDS_ROBOT, FASTDDS_PROFILE, PROFILE_VARIABLES
 from asap_bringup.profile import available_profiles, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,8 +115,10 @@ def test_the_robot_image_speaks_cyclonedds_and_runs_the_robot_profile() -> None:
     instructions = _instructions(DOCKER / "robot.Dockerfile")
     env = " ".join(args for word, args in instructions if word == "ENV")
     assert "RMW_IMPLEMENTATION=rmw_cyclonedds_cpp" in env
-    assert "CYCLONEDDS_URI=file:///opt/asap/cyclonedds.xml" in env and "ASAP_PROFILE=robot" in env
-    assert ("COPY", "docker/cyclonedds.xml /opt/asap/cyclonedds.xml") in instructions
+    assert "CYCLONEDDS_URI=file:///opt/asap/dds/cyclonedds_robot.xml" in env and "ASAP_PROFILE=robot" in env
+    assert ("COPY", "ros2_ws/src/asap_bringup/config/dds /opt/asap/dds") in instructions
+    for variable in PROFILE_VARIABLES:  # the Fast DDS profile, for rmw_fastrtps users of the image
+        assert f"{variable}=/opt/asap/dds/{FASTDDS_PROFILE.name}" in env
     assert ("ENTRYPOINT", '["/opt/asap/entrypoint.sh"]') in instructions
     assert instructions[0] == ("FROM", "ros:humble-ros-base-jammy")
     apt = " ".join(args for word, args in instructions if word == "RUN" and "apt-get install" in args)
@@ -125,7 +128,7 @@ def test_the_robot_image_speaks_cyclonedds_and_runs_the_robot_profile() -> None:
 
 
 def test_cyclonedds_config_binds_the_interface_named_by_the_environment() -> None:
-    root = ET.parse(DOCKER / "cyclonedds.xml").getroot()
+    root = ET.parse(BRINGUP_CONFIG / "dds" / CYCLONEDDS_ROBOT.name).getroot()
     (iface,) = root.iter("{https://cdds.io/config}NetworkInterface")
     assert iface.get("name") == "${ASAP_NETWORK_INTERFACE}"
 

@@ -34,5 +34,6 @@ setup(
     description="asap bringup: profiles, launch files, runner, monitor, RViz/Foxglove layouts.",
     license="BSD-3-Clause",
     entry_points={"console_scripts": ["asap-up = asap_bringup.runner:main",
+                                      "asap-dds-check = asap_bringup.dds_check:main",
                                       "monitor = asap_bringup.monitor_node:main"]},
 )

@@ -1,7 +1,8 @@
 """asap-up: bring up a profile's nodes where ``ros2 launch`` is not available.
 
 Each node runs in its own process (found like ``ros2 run`` does: ``<prefix>/lib/<package>/<exe>``
-on AMENT_PREFIX_PATH) with the profile's parameter files and overrides. Ctrl-C (or SIGTERM) stops
+on AMENT_PREFIX_PATH) with the profile's parameter files and overrides, and with asap's Fast DDS
+profile loaded unless the environment names another (:mod:`asap_bringup.dds`). Ctrl-C (or SIGTERM) stops
 every node, escalating to SIGKILL after ``--stop-timeout`` seconds; when a node dies on its own the
 runner stops the rest and exits non-zero, naming the node.
 
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from asap_bringup.dds import dds_environment
 from asap_bringup.profile import (
     CONFIG_DIR,
     Profile,
@@ -110,15 +112,16 @@ def _pump(name: str, stream) -> None:
 class Supervisor:
     """Starts the nodes, watches them, and stops them all together."""
 
-    def __init__(self, stop_timeout_s: float = 5.0) -> None:
+    def __init__(self, stop_timeout_s: float = 5.0, env: dict[str, str] | None = None) -> None:
         self.stop_timeout_s = stop_timeout_s
+        self.env = env
         self.running: list[_Running] = []
         self._stop = threading.Event()
 
     def start(self, name: str, cmd: list[str]) -> None:
         """Start one node in its own process group (so signals are ours to send), bound to our life."""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True, preexec_fn=_terminate_with_parent)
+                                env=self.env, start_new_session=True, preexec_fn=_terminate_with_parent)
         threading.Thread(target=_pump, args=(name, proc.stdout), daemon=True).start()
         self.running.append(_Running(name, proc))
 
@@ -195,11 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ProfileError, RunnerError) as e:
         print(f"asap-up: {e}", file=sys.stderr)
         return 2
+    dds = dds_environment(os.environ)
     if ns.dry_run:
         for _, cmd in commands:
-            print(" ".join(cmd))
+            print(" ".join([*(f"{k}={v}" for k, v in dds.items()), *cmd]))
         return 0
-    sup = Supervisor(ns.stop_timeout)
+    sup = Supervisor(ns.stop_timeout, {**os.environ, **dds})
     signal.signal(signal.SIGINT, sup.request_stop)
     signal.signal(signal.SIGTERM, sup.request_stop)
     for name, cmd in commands:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from asap_bringup import runner
+from asap_bringup.dds import FASTDDS_PROFILE, disables_type_propagation
 from asap_bringup.profile import ProfileError, launch_entries, load_profile
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -21,16 +22,17 @@ needs_rclpy = pytest.mark.skipif(importlib.util.find_spec("rclpy") is None,
                                  reason="the fixture's nodes are rclpy nodes (make test-robot has no ROS)")
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
+def _env(**overrides: str | None) -> dict[str, str]:
+    env = {**os.environ, **overrides}
+    env = {k: v for k, v in env.items() if v is not None}
     env["AMENT_PREFIX_PATH"] = f"{FIXTURES / 'prefix'}{os.pathsep}{env.get('AMENT_PREFIX_PATH', '')}"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def _start(*args: str) -> subprocess.Popen:
+def _start(*args: str, **env: str | None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "asap_bringup.runner", "--config-dir", str(CONFIG), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(**env))
 
 
 def _read_until(proc: subprocess.Popen, needles: list[str], timeout_s: float = 30.0) -> str:
@@ -59,6 +61,19 @@ def test_profile_parameters_reach_the_nodes() -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(10)
+
+
+@pytest.mark.parametrize("user_profile", [None, "/etc/my_fastdds.xml"])
+def test_nodes_load_the_shipped_fast_dds_profile_unless_the_user_names_one(user_profile: str | None) -> None:
+    """Without it Fast DDS announces type objects CycloneDDS (the G1, Unitree's SDK) rejects."""
+    proc = _start("pair", FASTDDS_DEFAULT_PROFILES_FILE=user_profile, FASTRTPS_DEFAULT_PROFILES_FILE=None)
+    try:
+        expected = user_profile or str(FASTDDS_PROFILE)
+        _read_until(proc, [f"first fastdds_profile={expected}\n", f"second fastdds_profile={expected}\n"])
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+    assert disables_type_propagation(FASTDDS_PROFILE)
 
 
 def test_condition_argument_skips_a_node() -> None:

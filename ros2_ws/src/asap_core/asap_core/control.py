@@ -55,6 +55,9 @@ class ControlCfg:
     on a noise-free run sees the action only as a function of the state and cannot learn how the
     robot answers other actions, which is what fine-tuning asks of it. 0 to evaluate or deploy."""
     action_noise_seed: int | None = None
+    sim_mode_machine: int | None = None
+    """Simulators only: a ``mode_machine`` no G1 reports, accepted as a 29-DoF G1 (Unitree's
+    unitree_mujoco reports 0). None on the robot."""
     safety: SafetyCfg = field(default_factory=SafetyCfg)
 
 
@@ -312,8 +315,8 @@ class Controller:
         if not start and (state is None or stale is Staleness.STALE):
             start = "no fresh LowState"
         if not start:
-            start = _variant_problem(state.mode_machine) or self.safety.state_fault(
-                state.q, state.dq, state.quat_wxyz)
+            start = _variant_problem(state.mode_machine, self.cfg.sim_mode_machine) or \
+                self.safety.state_fault(state.q, state.dq, state.quat_wxyz)
         return Guards(start=start, policy=self._pose_block(self.policy, state))
 
     def _pose_block(self, policy: LoadedPolicy | None, state: RobotState | None) -> str:
@@ -449,7 +452,9 @@ class Controller:
 _DAMPING_EVENTS = frozenset({Event.FAULT, Event.REQUEST_DAMPING})
 
 
-def _variant_problem(mode_machine: int) -> str:
+def _variant_problem(mode_machine: int, sim_mode_machine: int | None = None) -> str:
+    if mode_machine == sim_mode_machine:
+        return ""
     try:
         if variants.supports_full_body(mode_machine):
             return ""

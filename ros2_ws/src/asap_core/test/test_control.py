@@ -174,6 +174,18 @@ def test_start_guard_and_variant_and_pose_guards(files: dict) -> None:
     assert out.mode is Mode.HOLD and "right_elbow_joint off by 0.40 rad > 0.30" in out.results[0].reason
 
 
+def test_a_simulator_mode_machine_is_accepted_only_when_configured(files: dict) -> None:
+    """unitree_mujoco reports mode_machine 0: refused by default, accepted with sim_mode_machine=0."""
+    out = Controller(ControlCfg(), load(files, "zero")).tick(state(mode_machine=0), 0.001,
+                                                             [Event.REQUEST_RAMP])
+    assert not out.results[0].accepted and "unknown G1 mode_machine 0" in out.results[0].reason
+    cfg = ControlCfg(sim_mode_machine=0)
+    assert Controller(cfg, load(files, "zero")).tick(state(mode_machine=0), 0.001,
+                                                     [Event.REQUEST_RAMP]).mode is Mode.RAMP
+    out = Controller(cfg, load(files, "zero")).tick(state(mode_machine=4), 0.001, [Event.REQUEST_RAMP])
+    assert not out.results[0].accepted and "g1_23dof_rev_1_0" in out.results[0].reason
+
+
 def test_no_policy_ramps_to_the_passive_pose_and_refuses_policy() -> None:
     c = Controller(ControlCfg(ramp_s=0.02))
     s = state(np.zeros(29))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asap_core import g1
+from asap_core import g1, variants
 from asap_core.artifact import SourceRules
 from asap_core.control import ControlCfg
 from asap_core.safety import SafetyCfg
@@ -79,6 +79,10 @@ PARAMS: tuple[Param, ...] = (
     Param("stall_timeout_ms", 100.0, "The writer switches to DAMPING when no tick completed for "
           "this long (ms).", (5.0, 10000.0)),
     Param("check_lowstate_crc", True, "Drop LowState samples whose CRC does not match."),
+    Param("sim_mode_machine", -1, "Simulators only: accept this LowState mode_machine as a 29-DoF G1 "
+          "(Unitree's unitree_mujoco reports 0; commands still echo it); -1 = off. A value a real G1 "
+          "reports is refused, and so is any value with release_motion_switcher (the robot profile).",
+          (-1, 255)),
     Param("inference_threads", 1, "ONNX Runtime intra-op threads.", (1, 16)),
     Param("release_motion_switcher", False, "Real robot: release Unitree's built-in controller via "
           "/api/motion_switcher before the first command (off for the twin)."),
@@ -112,6 +116,7 @@ def validate(values: Mapping[str, Any]) -> dict[str, Value]:
         allowlist(str(out.get("policy_sha256_allowlist", "")))
     except ValueError as e:
         problems.append(str(e))
+    problems += _sim_only_problems(out)
     if problems:
         raise ValueError("invalid policy_node parameters: " + "; ".join(problems))
     return out
@@ -134,6 +139,20 @@ def loader_cfg(v: Mapping[str, Value], control_dt: float) -> LoaderCfg:
                      inference_threads=v["inference_threads"])
 
 
+def _sim_only_problems(v: Mapping[str, Value]) -> list[str]:
+    """A simulator override must not be able to make a real G1 pass a check it fails."""
+    sim = v.get("sim_mode_machine", -1)
+    if not isinstance(sim, int) or sim < 0:
+        return []
+    if v.get("release_motion_switcher"):
+        return ["sim_mode_machine is for simulators: the robot profile (release_motion_switcher: true) "
+                "must see the G1's own mode_machine; set sim_mode_machine: -1"]
+    if sim in variants.VARIANTS:
+        return [f"sim_mode_machine {sim} is a real G1 ({variants.variant(sim).name}); it can only name a "
+                "value no G1 reports (unitree_mujoco: 0)"]
+    return []
+
+
 def control_cfg(v: Mapping[str, Value], control_dt: float) -> ControlCfg:
     """The controller configuration of validated parameters."""
     return ControlCfg(
@@ -142,6 +161,7 @@ def control_cfg(v: Mapping[str, Value], control_dt: float) -> ControlCfg:
         hold_gains=v["hold_gains"], passive_gains=v["passive_gains"], passive_pose=v["passive_pose"],
         damping_kd=v["damping_kd"], action_noise_std=v["action_noise_std"],
         action_noise_seed=None if v["action_noise_seed"] < 0 else v["action_noise_seed"],
+        sim_mode_machine=None if v["sim_mode_machine"] < 0 else v["sim_mode_machine"],
         safety=SafetyCfg(stale_warn_s=v["stale_warn_ms"] / 1e3, stale_damp_s=v["stale_damp_ms"] / 1e3,
                          velocity_limit_factor=v["velocity_limit_factor"], max_tilt_rad=v["max_tilt_rad"],
                          position_margin_rad=v["position_margin_rad"]),

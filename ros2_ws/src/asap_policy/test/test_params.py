@@ -36,3 +36,26 @@ def test_ints_are_accepted_for_floats_and_map_to_the_control_cfg() -> None:
     cfg = params.control_cfg(v, 0.02)
     assert cfg.ramp_s == 2.0 and cfg.safety.stale_damp_s == pytest.approx(0.08)
     assert cfg.hold_gains == "policy" and cfg.control_dt == 0.02
+
+
+ROBOT_PARAMS = Path(__file__).resolve().parents[2] / "asap_bringup" / "config" / "params" / "robot" / \
+    "policy_node.yaml"
+
+
+def test_a_simulator_mode_machine_is_refused_on_the_robot_profile_and_for_real_variants() -> None:
+    robot = yaml.safe_load(ROBOT_PARAMS.read_text())["/**"]["ros__parameters"]
+    with pytest.raises(ValueError, match=r"robot profile \(release_motion_switcher: true\)"):
+        params.validate({**robot, "sim_mode_machine": 0})
+    with pytest.raises(ValueError, match=r"sim_mode_machine 4 is a real G1 \(g1_23dof_rev_1_0\)"):
+        params.validate({"sim_mode_machine": 4})
+    assert params.control_cfg(params.validate(robot), 0.02).sim_mode_machine is None
+    assert params.control_cfg(params.validate({"sim_mode_machine": 0}), 0.02).sim_mode_machine == 0
+
+
+def test_every_bringup_parameter_file_of_the_node_validates() -> None:
+    """robot, sim2sim, unitree_mujoco...: a profile whose node would refuse to start fails here."""
+    files = sorted(ROBOT_PARAMS.parents[1].glob("*/policy_node.yaml"))
+    assert {f.parent.name for f in files} >= {"robot", "sim2sim", "unitree_mujoco"}
+    for f in files:
+        values = yaml.safe_load(f.read_text())["/**"]["ros__parameters"]
+        params.validate(values)
