@@ -2,8 +2,9 @@
 
 The MDP (observations, rewards, terminations, resets, randomization) only talks to a :class:`Simulator`.
 The CPU backend (:class:`asap_training.sim.mujoco_cpu.MujocoCpuSimulator`) steps N ``MjData`` with C
-MuJoCo; a GPU backend (mujoco-warp) implements the same protocol over device arrays and is selected by
-``TrackingEnvCfg.simulator`` without touching the MDP. Contract for a backend:
+MuJoCo; the MuJoCo Warp backend (:class:`asap_training.sim.mujoco_warp.MujocoWarpSimulator`) implements
+the same protocol over device arrays; ``TrackingEnvCfg.simulator`` selects one without touching the MDP.
+Both derive :class:`SimState` from the same MuJoCo arrays through :class:`StateLayout`. Contract:
 
 * :attr:`state` is refreshed after :meth:`reset` and after every :meth:`step`; arrays are numpy views the
   MDP may read but not keep across steps (a GPU backend copies once per policy step).
@@ -17,9 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+import mujoco
 import numpy as np
 
+from asap_sim.model import FEET, G1Indices, as_slice
 from asap_sim.motor import MotorCommand, MotorParams
+from asap_training import quat
+from asap_training.robot import RIGID_BODIES
+
+RAW_FIELDS = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata", "qfrc_actuator")
+"""The ``MjData`` arrays a backend reads after a step (body poses and velocities brought up to the new
+``qpos``/``qvel`` by ``kinematics``, ``comPos``, ``comVel``); :meth:`StateLayout.write` derives the state."""
 
 
 @dataclass(eq=False)
@@ -64,6 +73,47 @@ class SimState:
             z((num_envs, num_bodies, 3)),
             z((num_envs, 2)),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class StateLayout:
+    """Where the MDP's quantities sit in the G1 model's ``MjData`` arrays (resolved once per model)."""
+
+    qpos: slice | np.ndarray
+    """qpos of the joints, motor order (G1 joints are contiguous: a slice)."""
+    qvel: slice | np.ndarray
+    bodies: np.ndarray
+    """Body ids of :data:`asap_training.robot.RIGID_BODIES`."""
+    feet: tuple[slice, ...]
+    """``sensordata`` of the left and right foot contact sensors (found flag, net force in world)."""
+
+    @classmethod
+    def from_model(cls, model: mujoco.MjModel) -> StateLayout:
+        """Resolve by name (a model from ``asap_sim.model.build_model``)."""
+        idx = G1Indices.from_model(model)
+        return cls(
+            qpos=as_slice(idx.qpos),
+            qvel=as_slice(idx.qvel),
+            bodies=np.array([model.body(n).id for n in RIGID_BODIES]),
+            feet=tuple(idx.sensor[f"{side}_foot_contact"] for side in FEET),
+        )
+
+    def write(self, state: SimState, ids: np.ndarray, raw: dict[str, np.ndarray]) -> None:
+        """Set envs ``ids`` of ``state`` from their raw arrays (:data:`RAW_FIELDS`, one row per id)."""
+        s, b = state, self.bodies
+        qpos, qvel = raw["qpos"], raw["qvel"]
+        s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
+        s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]
+        s.joint_pos[ids], s.joint_vel[ids] = qpos[:, self.qpos], qvel[:, self.qvel]
+        s.joint_torque[ids] = raw["qfrc_actuator"][:, self.qvel]
+        xpos, cvel = raw["xpos"][:, b], raw["cvel"][:, b]
+        s.body_pos_w[ids], s.body_quat_w[ids] = xpos, raw["xquat"][:, b]
+        s.body_ang_vel_w[ids] = cvel[..., :3]
+        # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
+        com = raw["subtree_com"][:, 0]
+        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - com[:, None])
+        sensor = raw["sensordata"]  # per foot: found flag, then the net force
+        s.foot_force[ids] = np.stack([np.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self.feet], -1)
 
 
 class Simulator(Protocol):

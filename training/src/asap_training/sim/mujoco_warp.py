@@ -1,0 +1,342 @@
+"""N G1 instances as the worlds of one MuJoCo Warp (MJWarp) batch: thousands of envs on a GPU, or a few on
+Warp's CPU device (slow, for CI parity with the C backend).
+
+The model is the one ``asap_sim.model.build_model`` makes (the drive law in its actuators, Euler
+integrator), put on the device once (``mujoco_warp.put_model``); ``num_envs`` worlds share it. Model
+variants (e.g. floor friction for domain randomization) become per-world copies of the fields in which the
+variants differ (MJWarp indexes such "batched" model fields by ``world % rows``). Per policy step: the
+command pieces of the actuation latency (:class:`asap_sim.motor.ControlDelay`) go to the device in one
+host->device copy; the substeps run there (captured once as a CUDA graph per piece layout on a CUDA device);
+kinematics, ``comPos`` and ``comVel`` bring body poses and velocities up to the new state, as the CPU backend
+does; one gather packs the arrays the MDP reads (``RAW_FIELDS``) into one buffer and one device->host copy
+brings it back, from which :class:`StateLayout` derives the numpy :class:`SimState` exactly as for the C
+backend. MJWarp computes in float32 (the C backend in float64): trajectories agree to the tolerances stated
+in ``training/tests/test_sim_backends.py``, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import warp as wp
+
+from asap_core import g1
+from asap_sim.model import G1Indices
+from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
+from asap_training import quat
+from asap_training.sim.base import RAW_FIELDS, SimState, StateLayout
+
+FATAL_OVERFLOW = (
+    mjw.OverflowType.NEFC
+    | mjw.OverflowType.NJMAX_NNZ
+    | mjw.OverflowType.BROADPHASE
+    | mjw.OverflowType.NARROWPHASE
+    | mjw.OverflowType.CONTACT_MATCH
+)
+"""Overflows after which MJWarp silently drops contacts or constraints (the solver's iteration limit is
+not one of them: the C backend stops at the same limit)."""
+
+SOLVER_TOLERANCE = 1e-10
+"""Newton solver tolerance on the device. MJWarp's solver also stops when its predicted improvement (the
+Newton decrement) falls below the tolerance; at the model's 1e-8 that ends one iteration before C MuJoCo on
+the G1 (qacc ~1e-2 rad/s^2 off in the light wrist links: centimetres of hand drift per second). At 1e-10 it
+stops where C does (qacc equal to float32 precision), at about one more iteration per physics step."""
+
+
+@wp.kernel
+def _gather(src: wp.array2d(dtype=float), rows: wp.array(dtype=int), col0: int, out: wp.array2d(dtype=float)):
+    k, j = wp.tid()
+    out[k, col0 + j] = src[rows[k], j]
+
+
+@wp.kernel
+def _gather_flag(src: wp.array(dtype=int), rows: wp.array(dtype=int), col: int, out: wp.array2d(dtype=float)):
+    k = wp.tid()
+    out[k, col] = float(src[rows[k]])
+
+
+@wp.kernel
+def _scatter(src: wp.array2d(dtype=float), rows: wp.array(dtype=int), add: int, out: wp.array2d(dtype=float)):
+    k, j = wp.tid()
+    if add:
+        out[rows[k], j] = out[rows[k], j] + src[k, j]
+    else:
+        out[rows[k], j] = src[k, j]
+
+
+@wp.kernel
+def _set_ctrl(pieces: wp.array3d(dtype=float), piece: int, col0: int, ctrl: wp.array2d(dtype=float)):
+    world, j = wp.tid()
+    ctrl[world, col0 + j] = pieces[piece, world, j]
+
+
+def _as_float_2d(a: wp.array) -> wp.array:
+    """A contiguous (worlds, n) array of scalars or vectors, seen as (worlds, n * vector length) floats."""
+    width = int(np.prod(a.shape[1:])) * wp.types.type_size(a.dtype)
+    return wp.array(ptr=a.ptr, dtype=float, shape=(a.shape[0], width), device=a.device)
+
+
+class MujocoWarpSimulator:
+    """MuJoCo Warp backend of :class:`asap_training.sim.base.Simulator`.
+
+    ``models``: variants of one G1 model from ``asap_sim.model.build_model`` (variant 0 at start).
+    ``device``: a Warp device, ``"cpu"`` or ``"cuda:N"``. ``threads`` is accepted for the common backend
+    signature and ignored: MJWarp parallelizes over worlds on the device (on Warp's CPU device every kernel
+    runs serially). ``nconmax``: contacts per world on average (MJWarp pools them over worlds), ``njmax``:
+    constraint rows per world (a fallen G1 needs ~32 contacts, ~130 rows); an overflow raises, since MJWarp
+    would otherwise drop contacts silently. ``solver_tolerance``: see :data:`SOLVER_TOLERANCE` (None keeps
+    the model's). ``graph``: capture each policy step's device work as a CUDA graph (default: on a CUDA
+    device; Warp's CPU device has no graphs).
+    """
+
+    def __init__(
+        self,
+        models: Sequence[mujoco.MjModel],
+        num_envs: int,
+        motor_params: MotorParams,
+        latency_steps: int = 0,
+        threads: int = 0,
+        *,
+        device: str = "cuda:0",
+        nconmax: int = 64,
+        njmax: int = 256,
+        solver_tolerance: float | None = SOLVER_TOLERANCE,
+        graph: bool | None = None,
+    ) -> None:
+        """Put the model and ``num_envs`` worlds on ``device`` and compute their initial state."""
+        del threads  # see the class docstring
+        self.models = list(models)
+        self.num_envs = num_envs
+        m = self.models[0]
+        self.physics_dt = float(m.opt.timestep)
+        self.layout = StateLayout.from_model(m)
+        self.motor_params = motor_params
+        self.latency_steps = latency_steps
+        self.variant = np.zeros(num_envs, dtype=np.intp)
+        self.state = SimState.zeros(num_envs, g1.NUM_MOTORS, len(self.layout.bodies))
+        self.device = wp.get_device(device)
+        self.graph = self.device.is_cuda if graph is None else graph
+        if self.graph and not self.device.is_cuda:
+            raise ValueError(f"CUDA graphs need a CUDA device, not {self.device}; pass graph=False")
+        self._qpos0 = m.qpos0.copy()
+        self._ctrl_sl = G1Indices.from_model(m).drive_ctrl
+        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+        self._graphs: dict[tuple[int, ...], Any] = {}
+        with wp.ScopedDevice(self.device):
+            self.mw, self._variant_fields = _put_variants(self.models, num_envs)
+            if solver_tolerance is not None:
+                self.mw.opt.tolerance.fill_(solver_tolerance)
+            self.dw = mjw.make_data(m, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+            self._fields = [_as_float_2d(getattr(self.dw, name)) for name in RAW_FIELDS]
+            widths = [a.shape[1] for a in self._fields]
+            self._cols = np.cumsum([0, *widths])  # raw field i in packed columns [cols[i], cols[i+1])
+            self._shapes = {name: np.shape(getattr(mujoco.MjData(m), name)) for name in RAW_FIELDS}
+            self._packed = wp.zeros((num_envs, int(self._cols[-1]) + 1), dtype=float)  # + overflow flags
+            self._host = self._host_buffer(self._packed.shape, pinned=self.device.is_cuda)
+            self._all = wp.array(np.arange(num_envs, dtype=np.int32), dtype=int)
+            self._pieces = wp.zeros((2, num_envs, self._ctrl_sl.stop - self._ctrl_sl.start), dtype=float)
+            self._pieces_host = self._host_buffer(self._pieces.shape, pinned=self.device.is_cuda)
+            mjw.forward(self.mw, self.dw)
+            self._read_state(np.arange(num_envs))
+
+    @staticmethod
+    def _host_buffer(shape: tuple[int, ...], pinned: bool) -> wp.array:
+        return wp.zeros(shape, dtype=float, device="cpu", pinned=pinned)
+
+    # --- protocol -------------------------------------------------------------------------------------
+    def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
+        """Assign physics variants per env (uploads the per-world rows of the fields that differ)."""
+        self.variant[env_ids] = variant
+        with wp.ScopedDevice(self.device):
+            for array, table in self._variant_fields:
+                array.assign(table[self.variant])
+
+    def reset(
+        self,
+        env_ids: np.ndarray,
+        root_pos_w: np.ndarray,
+        root_quat_w: np.ndarray,
+        root_lin_vel_w: np.ndarray,
+        root_ang_vel_w: np.ndarray,
+        joint_pos: np.ndarray,
+        joint_vel: np.ndarray,
+    ) -> None:
+        """Teleport envs (cleared as by ``mj_resetData``: zero warm start, ctrl, forces); free-joint qvel is
+        (world linear, body angular) velocity."""
+        ids = np.asarray(env_ids, dtype=np.int32)
+        if ids.size == 0:
+            return
+        qpos = np.tile(self._qpos0, (ids.size, 1))
+        qvel = np.zeros((ids.size, self.mw.nv))
+        qpos[:, :3], qpos[:, 3:7], qpos[:, self.layout.qpos] = root_pos_w, root_quat_w, joint_pos
+        qvel[:, :3], qvel[:, 3:6] = root_lin_vel_w, quat.rotate_inv(root_quat_w, root_ang_vel_w)
+        qvel[:, self.layout.qvel] = joint_vel
+        with wp.ScopedDevice(self.device):
+            rows = wp.array(ids, dtype=int)
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[ids] = True
+            mjw.reset_data(self.mw, self.dw, wp.array(mask, dtype=bool))
+            self._scatter(qpos, rows, self.dw.qpos)
+            self._scatter(qvel, rows, self.dw.qvel)
+            # every world: MJWarp has no per-world forward. The others' next step recomputes all it changes
+            # (their warm start stays), and only the reset rows are read back.
+            mjw.forward(self.mw, self.dw)
+            self._read_state(ids, rows)
+
+    def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
+        """Kick the pelvis (the state shows it after the next step, as on the CPU backend)."""
+        if len(env_ids) == 0:
+            return
+        with wp.ScopedDevice(self.device):
+            self._scatter(delta_lin_vel_w, wp.array(np.asarray(env_ids, dtype=np.int32), dtype=int),
+                          self.dw.qvel, add=True)
+
+    def step(self, command: MotorCommand, substeps: int) -> None:
+        """Hold ``command`` for ``substeps`` physics steps (through the actuation latency) on the device."""
+        ctrl = drive_ctrl(command, self.motor_params)
+        ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+        if self._delay is None or self._delay.substeps != substeps:
+            if self._delay is not None and self.latency_steps:
+                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
+                                 f"in flight; step with one period")
+            self._delay = ControlDelay(self.latency_steps, substeps, ctrl.shape)
+        pieces = self._delay.push(ctrl)
+        host = self._pieces_host.numpy()
+        for p, (piece_ctrl, _) in enumerate(pieces):
+            host[p] = piece_ctrl
+        nsteps = tuple(n for _, n in pieces)
+        with wp.ScopedDevice(self.device):
+            wp.copy(self._pieces, self._pieces_host)
+            if not self.graph:
+                self._advance(nsteps)
+            else:
+                if nsteps not in self._graphs:
+                    with wp.ScopedCapture() as capture:
+                        self._advance(nsteps)
+                    self._graphs[nsteps] = capture.graph
+                wp.capture_launch(self._graphs[nsteps])
+            self._read_state(np.arange(self.num_envs), self._all, gathered=True)
+
+    # --- extras ---------------------------------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Wait for the device (for timing: :meth:`step` already returns with the state on the host)."""
+        wp.synchronize_device(self.device)
+
+    def memory_per_world_bytes(self) -> int:
+        """Device bytes of the batch's data divided by the worlds (model not included)."""
+        return sum(a.capacity for a in _arrays(self.dw)) // self.num_envs
+
+    # --- internals ------------------------------------------------------------------------------------
+    def _advance(self, nsteps: tuple[int, ...]) -> None:
+        """The device work of one policy step (what a CUDA graph captures): per command piece, its ctrl then
+        its physics steps; then body poses and velocities at the new state and the packed raw arrays."""
+        width = self._pieces.shape[2]
+        for p, n in enumerate(nsteps):
+            wp.launch(_set_ctrl, dim=(self.num_envs, width),
+                      inputs=[self._pieces, p, self._ctrl_sl.start], outputs=[self.dw.ctrl])
+            for _ in range(n):
+                mjw.step(self.mw, self.dw)
+        # mj_step leaves body poses and velocities at the start of its last step: bring the ones the MDP
+        # reads up to the new qpos/qvel (as the CPU backend does)
+        mjw.kinematics(self.mw, self.dw)
+        mjw.com_pos(self.mw, self.dw)
+        mjw.com_vel(self.mw, self.dw)
+        self._gather(self._all, self.num_envs)
+
+    def _gather(self, rows: wp.array, count: int) -> None:
+        """Pack the raw arrays of worlds ``rows`` into the first ``count`` rows of the packed buffer."""
+        for src, col0 in zip(self._fields, self._cols[:-1], strict=True):
+            wp.launch(_gather, dim=(count, src.shape[1]), inputs=[src, rows, int(col0)],
+                      outputs=[self._packed])
+        wp.launch(_gather_flag, dim=count, inputs=[self.dw.overflow, rows, int(self._cols[-1])],
+                  outputs=[self._packed])
+
+    def _scatter(self, values: np.ndarray, rows: wp.array, out: wp.array, add: bool = False) -> None:
+        src = wp.array(np.ascontiguousarray(values, dtype=np.float32), dtype=float)
+        wp.launch(_scatter, dim=src.shape, inputs=[src, rows, int(add)], outputs=[out])
+
+    def _read_state(self, ids: np.ndarray, rows: wp.array | None = None, gathered: bool = False) -> None:
+        """Bring the packed raw arrays of envs ``ids`` to the host (one copy) and derive their state."""
+        count = ids.size
+        if not gathered:
+            self._gather(self._all if rows is None else rows, count)
+        wp.copy(self._host, self._packed, count=count * self._packed.shape[1])
+        wp.synchronize_device(self.device)
+        packed = self._host.numpy()[:count].astype(np.float64)
+        flags = packed[:, -1].astype(np.int64) & int(FATAL_OVERFLOW)
+        if flags.any():
+            bad = ids[flags != 0]
+            raise RuntimeError(
+                f"MJWarp buffer overflow {mjw.OverflowType(int(np.bitwise_or.reduce(flags)))!r} in envs "
+                f"{bad[:8].tolist()}: contacts or constraints were dropped; raise nconmax/njmax "
+                f"(simulator_args) above {self.dw.naconmax // self.num_envs}/{self.dw.njmax}"
+            )
+        raw = {
+            name: packed[:, a:b].reshape(count, *self._shapes[name])
+            for name, a, b in zip(RAW_FIELDS, self._cols[:-1], self._cols[1:], strict=True)
+        }
+        self.layout.write(self.state, ids, raw)
+
+
+def _arrays(obj: Any) -> Iterator[wp.array]:
+    """Every warp array of an MJWarp ``Model``/``Data`` (nested dataclasses included)."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name, None)
+        if isinstance(value, wp.array):
+            yield value
+        elif dataclasses.is_dataclass(value):
+            yield from _arrays(value)
+
+
+def _put_variants(
+    models: Sequence[mujoco.MjModel], num_envs: int
+) -> tuple[mjw.Model, list[tuple[wp.array, np.ndarray]]]:
+    """The device model of ``models[0]``, with every field in which the variants differ batched per world.
+
+    Returns the model and, per batched field, its (num_envs, ...) device array and the (variants, ...)
+    table of values to fill it from. A field that differs but that MJWarp cannot vary per world (not a
+    ``Model`` array whose shape starts with ``*``) raises NotImplementedError naming it.
+    """
+    if len(models) == 1:
+        return mjw.put_model(models[0]), []
+    specs = {f.name: f.type for f in dataclasses.fields(mjw.Model)}
+    variants = [vars(mjw.put_model(m)) for m in models]
+    tables = {}
+    for name, value in variants[0].items():
+        values = [_plain(v[name]) for v in variants]
+        if all(_same(values[0], v) for v in values[1:]):
+            continue
+        if not isinstance(value, wp.array) or getattr(specs.get(name), "shape", ("",))[0] != "*":
+            raise NotImplementedError(
+                f"model variants differ in {name!r}, which MuJoCo Warp cannot vary per world (only the "
+                f"mujoco_warp.Model arrays with a leading '*' dimension can)"
+            )
+        tables[name] = np.stack([v[0] for v in values])  # (variants, ...): each variant's one row
+    model = mjw.put_model(models[0], batch_sizes=dict.fromkeys(tables, num_envs))
+    return model, [(getattr(model, name), table) for name, table in tables.items()]
+
+
+def _plain(value: Any) -> Any:
+    """A field value in comparable form (device arrays as numpy, nested options as field dicts)."""
+    if isinstance(value, wp.array):
+        return value.numpy()
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    return bool(a == b)
