@@ -6,8 +6,9 @@
 Workload (the simulator protocol only, no MDP): G1s reset standing on the floor, commanded to the default
 pose plus noise at 50 Hz (200 Hz physics, asap gains) so they sway and fall; an env whose pelvis drops below
 0.5 m is reset, as terminations do. Wall-clock time (``synchronize()`` before reading the clock on a
-device). The first step of a backend is timed apart (MJWarp: kernel compilation or cache load, CUDA graph
-capture). One JSON object per configuration with ``--json``.
+device) and this process's CPU time (all its threads: per-core figures on a busy machine). The first step
+of a backend is timed apart (MJWarp: kernel compilation or cache load, graph capture). One JSON object per
+configuration with ``--json``.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def run(sim, model: mujoco.MjModel, steps: int, seed: int = 0) -> dict[str, floa
     sync()
     first = time.perf_counter() - start
     resets = 0
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for cmd in commands[1:]:
         sim.step(cmd, DECIMATION)
         fallen = np.flatnonzero(sim.state.root_pos_w[:, 2] < 0.5)
@@ -77,9 +78,10 @@ def run(sim, model: mujoco.MjModel, steps: int, seed: int = 0) -> dict[str, floa
             reset_standing(sim, model, fallen)
             resets += fallen.size
     sync()
-    elapsed = time.perf_counter() - start
-    return {"first_step_s": first, "policy_steps_per_s": steps * sim.num_envs / elapsed,
-            "resets_per_policy_step": resets / steps}
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    samples = steps * sim.num_envs
+    return {"first_step_s": first, "policy_steps_per_s": samples / elapsed,
+            "policy_steps_per_cpu_s": samples / cpu, "resets_per_policy_step": resets / steps}
 
 
 def raw_policy_steps_per_s(model: mujoco.MjModel, steps: int) -> float:
@@ -122,7 +124,8 @@ def main() -> None:
                 print(json.dumps(row))
             else:
                 print(f"{name:>12} {row['device']:>7} envs {n:>6}: {row['policy_steps_per_s']:>9.0f} policy "
-                      f"steps/s ({row['ratio_to_raw']:.2f} x raw 1-thread mj_step {raw:.0f}); first step "
+                      f"steps/s ({row['ratio_to_raw']:.2f} x raw 1-thread mj_step {raw:.0f}), "
+                      f"{row['policy_steps_per_cpu_s']:.0f} per CPU-s; first step "
                       f"{row['first_step_s']:.1f} s; resets/step {row['resets_per_policy_step']:.2f}")
 
 

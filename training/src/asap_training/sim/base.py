@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from asap_sim.model import FEET, G1Indices, as_slice
-from asap_sim.motor import MotorCommand, MotorParams
+from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
 from asap_training import quat
 from asap_training.robot import RIGID_BODIES
 
@@ -114,6 +114,29 @@ class StateLayout:
         s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - com[:, None])
         sensor = raw["sensordata"]  # per foot: found flag, then the net force
         s.foot_force[ids] = np.stack([np.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self.feet], -1)
+
+
+class DriveInput:
+    """What a batch's drive actuators receive during one policy step: the ``ctrl`` of each command
+    (``asap_sim.motor.drive_ctrl``) through the actuation latency, as ``(ctrl (N, 87), physics steps)``
+    pieces (at most two per step, :class:`asap_sim.motor.ControlDelay`). One per backend instance."""
+
+    def __init__(self, num_envs: int, latency_steps: int) -> None:
+        self.num_envs, self.latency_steps = num_envs, latency_steps
+        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+
+    def pieces(
+        self, command: MotorCommand, params: MotorParams, substeps: int
+    ) -> list[tuple[np.ndarray, int]]:
+        """The ctrl pieces of the ``substeps`` physics steps that hold ``command``."""
+        ctrl = drive_ctrl(command, params)
+        ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+        if self._delay is None or self._delay.substeps != substeps:
+            if self._delay is not None and self.latency_steps:
+                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
+                                 f"in flight; step with one period")
+            self._delay = ControlDelay(self.latency_steps, substeps, ctrl.shape)
+        return self._delay.push(ctrl)
 
 
 class Simulator(Protocol):

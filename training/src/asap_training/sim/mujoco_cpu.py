@@ -17,9 +17,9 @@ import mujoco
 import numpy as np
 
 from asap_sim.model import G1Indices
-from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
+from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
-from asap_training.sim.base import RAW_FIELDS, SimState, StateLayout
+from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout
 
 
 def available_cores() -> int:
@@ -56,7 +56,7 @@ class MujocoCpuSimulator:
         self.state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
         self.motor_params = motor_params
         self.latency_steps = latency_steps
-        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+        self._drive = DriveInput(num_envs, latency_steps)
         self.threads = min(threads or available_cores(), num_envs)
         bounds = np.linspace(0, num_envs, self.threads + 1).round().astype(int)
         self._shards = [range(a, b) for a, b in itertools.pairwise(bounds)]
@@ -125,14 +125,7 @@ class MujocoCpuSimulator:
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` for ``substeps`` physics steps (through the actuation latency), every shard of
         envs on its own worker."""
-        ctrl = drive_ctrl(command, self.motor_params)
-        ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
-        if self._delay is None or self._delay.substeps != substeps:
-            if self._delay is not None and self.latency_steps:
-                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
-                                 f"in flight; step with one period")
-            self._delay = ControlDelay(self.latency_steps, substeps, ctrl.shape)
-        pieces = self._delay.push(ctrl)
+        pieces = self._drive.pieces(command, self.motor_params, substeps)
         if self._pool is None:
             self._step_shard(self._shards[0], pieces)
         else:

@@ -27,9 +27,9 @@ import warp as wp
 
 from asap_core import g1
 from asap_sim.model import G1Indices
-from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
+from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
-from asap_training.sim.base import RAW_FIELDS, SimState, StateLayout
+from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout
 
 FATAL_OVERFLOW = (
     mjw.OverflowType.NEFC
@@ -124,7 +124,7 @@ class MujocoWarpSimulator:
         self.graph = graph
         self._qpos0 = m.qpos0.copy()
         self._ctrl_sl = G1Indices.from_model(m).drive_ctrl
-        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+        self._drive = DriveInput(num_envs, latency_steps)
         self._graphs: dict[tuple[int, ...], Any] = {}
         with wp.ScopedDevice(self.device):
             self.mw, self._variant_fields = _put_variants(self.models, num_envs)
@@ -197,14 +197,7 @@ class MujocoWarpSimulator:
 
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` for ``substeps`` physics steps (through the actuation latency) on the device."""
-        ctrl = drive_ctrl(command, self.motor_params)
-        ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
-        if self._delay is None or self._delay.substeps != substeps:
-            if self._delay is not None and self.latency_steps:
-                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
-                                 f"in flight; step with one period")
-            self._delay = ControlDelay(self.latency_steps, substeps, ctrl.shape)
-        pieces = self._delay.push(ctrl)
+        pieces = self._drive.pieces(command, self.motor_params, substeps)
         host = self._pieces_host.numpy()
         for p, (piece_ctrl, _) in enumerate(pieces):
             host[p] = piece_ctrl
