@@ -110,13 +110,13 @@ class ControlDelay:
     C for each piece. Before the first ctrl arrives the motors are off (zero ctrl).
     """
 
-    def __init__(self, steps: int, substeps: int, ctrl_shape: tuple[int, ...]) -> None:
+    def __init__(self, steps: int, substeps: int, off: np.ndarray) -> None:
+        """``off``: the ctrl acting before the first one arrives (zeros of the ctrl's shape and kind)."""
         if steps < 0 or substeps < 1:
             raise ValueError(f"latency steps must be >= 0 and substeps >= 1, got {steps}, {substeps}")
         self.substeps = substeps
         self._late, self._split = divmod(steps, substeps)  # whole policy steps late, then physics steps
-        self._history: deque[np.ndarray] = deque([np.zeros(ctrl_shape)] * (self._late + 2),
-                                                 maxlen=self._late + 2)
+        self._history: deque[np.ndarray] = deque([off] * (self._late + 2), maxlen=self._late + 2)
 
     def push(self, ctrl: np.ndarray) -> list[tuple[np.ndarray, int]]:
         """Enqueue this policy step's ctrl; return ``(ctrl, physics steps)`` pieces that reach the motors

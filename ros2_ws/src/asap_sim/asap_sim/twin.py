@@ -167,7 +167,7 @@ class Twin:
         self._anchor_quat = self.data.qpos[3:7].copy()
         self._band_held = self.config.band_held if band_held is None else band_held
         self._command_ctrl = drive_ctrl(MotorCommand.off(), self._params)
-        self._delay = ControlDelay(self._latency, 1, self._command_ctrl.shape)
+        self._delay = ControlDelay(self._latency, 1, np.zeros_like(self._command_ctrl))
         self._ctrl_in_use: np.ndarray | None = None  # what self._ctrl holds: written once per change
 
     @property

@@ -99,7 +99,7 @@ def _per_physics_step(ctrls: list[np.ndarray], steps: int, substeps: int) -> lis
 @pytest.mark.parametrize(("steps", "substeps"), [(0, 1), (3, 1), (0, 4), (3, 4), (4, 4), (9, 4), (15, 10)])
 def test_control_delay_matches_the_per_physics_step_definition(steps: int, substeps: int) -> None:
     ctrls = [np.full(3, float(i + 1)) for i in range(8)]
-    delay = ControlDelay(steps, substeps, (3,))
+    delay = ControlDelay(steps, substeps, np.zeros(3))
     applied = []
     for c in ctrls:
         pieces = delay.push(c)
@@ -110,12 +110,12 @@ def test_control_delay_matches_the_per_physics_step_definition(steps: int, subst
 
 def test_zero_delay_is_pass_through() -> None:
     ctrl = np.ones(3)
-    assert ControlDelay(0, 10, (3,)).push(ctrl) == [(ctrl, 10)]
+    assert ControlDelay(0, 10, np.zeros(3)).push(ctrl) == [(ctrl, 10)]
 
 
 def test_negative_delay_rejected() -> None:
     with pytest.raises(ValueError, match=">= 0"):
-        ControlDelay(-1, 1, (3,))
+        ControlDelay(-1, 1, np.zeros(3))
 
 
 def test_drive_ctrl_on_torch_tensors_equals_numpy() -> None:

@@ -2,5 +2,6 @@
 
 SIMULATORS = {
     "mujoco": "asap_training.sim.mujoco_cpu:MujocoCpuSimulator",
+    "mujoco_warp": "asap_training.sim.mujoco_warp:MujocoWarpSimulator",
 }
 """``--sim`` name → backend class (``module:Class``, ``TrackingEnvCfg.simulator``)."""

@@ -2,8 +2,10 @@
 
 The MDP (observations, rewards, terminations, resets, randomization) only talks to a :class:`Simulator`,
 in torch tensors on the simulator's :attr:`~Simulator.device`. The CPU backend
-(:class:`asap_training.sim.mujoco_cpu.MujocoCpuSimulator`) steps N ``MjData`` with C MuJoCo on every core; a
-GPU backend (MuJoCo Warp) keeps its state on the GPU, so an MDP step copies nothing between host and device.
+(:class:`asap_training.sim.mujoco_cpu.MujocoCpuSimulator`) steps N ``MjData`` with C MuJoCo on every core;
+the MuJoCo Warp backend (:class:`asap_training.sim.mujoco_warp.MujocoWarpSimulator`) keeps its worlds on
+the device, so on a GPU an MDP step copies nothing between host and device. Both derive :class:`SimState`
+from the same MuJoCo arrays through :class:`StateLayout` and feed their drives through :class:`DriveInput`.
 Backends are selected by ``TrackingEnvCfg.simulator`` (``--sim``) without touching the MDP. Contract:
 
 * :attr:`state` is refreshed after :meth:`reset` and after every :meth:`step`; its tensors are views the
@@ -17,12 +19,21 @@ Backends are selected by ``TrackingEnvCfg.simulator`` (``--sim``) without touchi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+import mujoco
 import numpy as np
 import torch
 
-from asap_sim.motor import MotorCommand, MotorParams
+from asap_core.arrays import namespace
+from asap_sim.model import FEET, G1Indices, as_slice
+from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
+from asap_training import quat
+from asap_training.robot import RIGID_BODIES
+
+RAW_FIELDS = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata", "qfrc_actuator")
+"""The ``MjData`` arrays a backend reads after a step (body poses and velocities brought up to the new
+``qpos``/``qvel`` by ``kinematics``, ``comPos``, ``comVel``); :meth:`StateLayout.write` derives the state."""
 
 
 @dataclass(eq=False)
@@ -67,6 +78,71 @@ class SimState:
             z((num_envs, num_bodies, 3)),
             z((num_envs, 2)),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class StateLayout:
+    """Where the MDP's quantities sit in the G1 model's ``MjData`` arrays (resolved once per model)."""
+
+    qpos: slice | np.ndarray
+    """qpos of the joints, motor order (G1 joints are contiguous: a slice)."""
+    qvel: slice | np.ndarray
+    bodies: np.ndarray
+    """Body ids of :data:`asap_training.robot.RIGID_BODIES`."""
+    feet: tuple[slice, ...]
+    """``sensordata`` of the left and right foot contact sensors (found flag, net force in world)."""
+
+    @classmethod
+    def from_model(cls, model: mujoco.MjModel) -> StateLayout:
+        """Resolve by name (a model from ``asap_sim.model.build_model``)."""
+        idx = G1Indices.from_model(model)
+        return cls(
+            qpos=as_slice(idx.qpos),
+            qvel=as_slice(idx.qvel),
+            bodies=np.array([model.body(n).id for n in RIGID_BODIES]),
+            feet=tuple(idx.sensor[f"{side}_foot_contact"] for side in FEET),
+        )
+
+    def write(self, state: SimState, ids: Any, raw: dict[str, Any]) -> None:
+        """Set envs ``ids`` of ``state`` from their raw arrays (:data:`RAW_FIELDS`, one row per id): numpy
+        arrays (CPU backend) or tensors on the device (MuJoCo Warp), the same code."""
+        s, b = state, self.bodies
+        xp = namespace(raw["qpos"])
+        qpos, qvel = raw["qpos"], raw["qvel"]
+        s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
+        s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]
+        s.joint_pos[ids], s.joint_vel[ids] = qpos[:, self.qpos], qvel[:, self.qvel]
+        s.joint_torque[ids] = raw["qfrc_actuator"][:, self.qvel]
+        xpos, cvel = raw["xpos"][:, b], raw["cvel"][:, b]
+        s.body_pos_w[ids], s.body_quat_w[ids] = xpos, raw["xquat"][:, b]
+        s.body_ang_vel_w[ids] = cvel[..., :3]
+        # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
+        com = raw["subtree_com"][:, 0]
+        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - com[:, None])
+        sensor = raw["sensordata"]  # per foot: found flag, then the net force
+        forces = [xp.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self.feet]
+        s.foot_force[ids] = xp.stack(forces, axis=-1)
+
+
+class DriveInput:
+    """What a batch's drive actuators receive during one policy step: the ``ctrl`` of each command
+    (``asap_sim.motor.drive_ctrl``, numpy or torch as the command) through the actuation latency, as
+    ``(ctrl (N, 87), physics steps)`` pieces (at most two per step, :class:`asap_sim.motor.ControlDelay`)."""
+
+    def __init__(self, num_envs: int, latency_steps: int) -> None:
+        self.num_envs, self.latency_steps = num_envs, latency_steps
+        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+
+    def pieces(self, command: MotorCommand, params: MotorParams, substeps: int) -> list[tuple[Any, int]]:
+        """The ctrl pieces of the ``substeps`` physics steps that hold ``command``."""
+        ctrl = drive_ctrl(command, params)
+        ctrl = namespace(ctrl).broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+        if self._delay is None or self._delay.substeps != substeps:
+            if self._delay is not None and self.latency_steps:
+                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
+                                 f"in flight; step with one period")
+            self._delay = ControlDelay(self.latency_steps, substeps, ctrl * 0.0)
+        return self._delay.push(ctrl)
 
 
 class Simulator(Protocol):

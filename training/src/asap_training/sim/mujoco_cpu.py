@@ -18,12 +18,11 @@ import mujoco
 import numpy as np
 import torch
 
-from asap_sim.model import FEET, G1Indices, as_slice
-from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
+from asap_sim.model import G1Indices
+from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
 from asap_training.parallel import default_threads
-from asap_training.robot import RIGID_BODIES
-from asap_training.sim.base import SimState
+from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout
 
 
 @functools.cache
@@ -68,25 +67,24 @@ class MujocoCpuSimulator:
         m = self.models[0]
         self.physics_dt = float(m.opt.timestep)
         self.idx = G1Indices.from_model(m)
-        self.body_ids = np.array([m.body(n).id for n in RIGID_BODIES])
-        self._foot_sensors = [self.idx.sensor[f"{side}_foot_contact"] for side in FEET]
+        self.layout = StateLayout.from_model(m)
+        self.body_ids = self.layout.bodies
         self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
         self.variant = np.zeros(num_envs, dtype=np.intp)
         self._state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
         self.state = SimState(**{k: torch.from_numpy(v) for k, v in vars(self._state).items()})
         self.motor_params = motor_params
         self.latency_steps = latency_steps
-        self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+        self._drive = DriveInput(num_envs, latency_steps)
         self.threads = min(threads or default_threads(), num_envs)
         bounds = np.linspace(0, num_envs, self.threads + 1).round().astype(int)
         self._shards = [range(a, b) for a, b in itertools.pairwise(bounds)]
         self._pool = _worker_pool(self.threads) if self.threads > 1 else None
         # G1 joints, dofs and motors are contiguous in motor order: slices copy faster than index arrays
-        self._qpos_sl, self._qvel_sl = as_slice(self.idx.qpos), as_slice(self.idx.qvel)
+        self._qpos_sl, self._qvel_sl = self.layout.qpos, self.layout.qvel
         self._ctrl_sl = self.idx.drive_ctrl
         d0 = self.datas[0]
-        raw = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata", "qfrc_actuator")
-        self._raw = {name: np.zeros((num_envs, *np.shape(getattr(d0, name)))) for name in raw}
+        self._raw = {name: np.zeros((num_envs, *np.shape(getattr(d0, name)))) for name in RAW_FIELDS}
         for d in self.datas:
             mujoco.mj_forward(m, d)
         self._read_state()
@@ -142,14 +140,7 @@ class MujocoCpuSimulator:
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` for ``substeps`` physics steps (through the actuation latency), every shard of
         envs on its own worker."""
-        ctrl = _np(drive_ctrl(command, self.motor_params))
-        ctrl = np.broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
-        if self._delay is None or self._delay.substeps != substeps:
-            if self._delay is not None and self.latency_steps:
-                raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
-                                 f"in flight; step with one period")
-            self._delay = ControlDelay(self.latency_steps, substeps, ctrl.shape)
-        pieces = self._delay.push(ctrl)
+        pieces = [(_np(ctrl), n) for ctrl, n in self._drive.pieces(command, self.motor_params, substeps)]
         if self._pool is None:
             self._step_shard(self._shards[0], pieces)
         else:
@@ -186,19 +177,4 @@ class MujocoCpuSimulator:
         if not copied:
             for i in ids:
                 self._copy_raw(i, self.datas[i], raw)
-        s, b = self._state, self.body_ids
-        qpos, qvel = raw["qpos"][ids], raw["qvel"][ids]
-        s.root_pos_w[ids], s.root_quat_w[ids] = qpos[:, :3], qpos[:, 3:7]
-        s.root_lin_vel_w[ids], s.root_ang_vel_b[ids] = qvel[:, :3], qvel[:, 3:6]
-        s.joint_pos[ids], s.joint_vel[ids] = qpos[:, self._qpos_sl], qvel[:, self._qvel_sl]
-        s.joint_torque[ids] = raw["qfrc_actuator"][ids][:, self._qvel_sl]
-        xpos, cvel = raw["xpos"][ids][:, b], raw["cvel"][ids][:, b]
-        s.body_pos_w[ids], s.body_quat_w[ids] = xpos, raw["xquat"][ids][:, b]
-        s.body_ang_vel_w[ids] = cvel[..., :3]
-        # cvel's linear part is the velocity of the point at the subtree CoM: move it to each origin
-        com = raw["subtree_com"][ids][:, 0]
-        s.body_lin_vel_w[ids] = cvel[..., 3:] + quat.cross(cvel[..., :3], xpos - com[:, None])
-        sensor = raw["sensordata"][ids]
-        s.foot_force[ids] = np.stack(
-            [np.linalg.norm(sensor[:, sl][:, 1:4], axis=1) for sl in self._foot_sensors], axis=1
-        )
+        self.layout.write(self._state, ids, {name: a[ids] for name, a in raw.items()})
