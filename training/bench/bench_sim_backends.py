@@ -25,7 +25,7 @@ from asap_sim.model import G1Indices, build_model, standing_base_height
 from asap_sim.motor import MotorCommand, MotorParams, drive_ctrl
 from asap_sim.profiles import nominal_profile
 from asap_training.envs import actions
-from asap_training.sim.mujoco_cpu import available_cores
+from asap_training.parallel import available_cores
 
 SIMULATORS = {
     "mujoco": "asap_training.sim.mujoco_cpu:MujocoCpuSimulator",
