@@ -210,8 +210,8 @@ class MujocoWarpSimulator:
         """Hold ``command`` for ``substeps`` physics steps (through the actuation latency) on the device."""
         pieces = self._drive.pieces(command, self.motor_params, substeps)
         for p, (piece_ctrl, _) in enumerate(pieces):
-            self._pieces_t[p] = torch.as_tensor(np.asarray(piece_ctrl).copy() if isinstance(piece_ctrl, np.ndarray)
-                                                else piece_ctrl, device=self.device)
+            as_owned = piece_ctrl.copy() if isinstance(piece_ctrl, np.ndarray) else piece_ctrl  # a view: copy
+            self._pieces_t[p] = torch.as_tensor(as_owned, device=self.device)
         nsteps = tuple(n for _, n in pieces)
         with wp.ScopedDevice(self._wp_device):
             if not self.graph:
