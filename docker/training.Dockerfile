@@ -1,13 +1,18 @@
-# asap training image: CUDA PyTorch (the default Linux torch wheel on PyPI bundles CUDA 12 libraries) +
-# the ROS-free packages (asap_core, asap_sim, asap_logger's bag reader) + asap_training, at the versions
-# of constraints.txt. Physics runs in CPU MuJoCo; the networks (PPO, delta-action model) use the GPU.
+# asap training image: CUDA PyTorch (the default Linux torch wheel on PyPI bundles the CUDA libraries) +
+# MuJoCo Warp (mujoco-warp + warp-lang, pinned with mujoco in constraints.txt) + the ROS-free packages
+# (asap_core, asap_sim, asap_logger's bag reader) + asap_training. Physics, the MDP and PPO all run on the
+# GPU (--sim mujoco_warp --device cuda); several GPUs through torchrun.
 #
 #   docker build -f docker/training.Dockerfile -t asap/training .
 #   docker run --rm --gpus all -v $PWD/runs:/runs asap/training \
-#     asap-train --run-dir /runs/arm_swing --motion arm_swing --iterations 1500
+#     asap-train --run-dir /runs/arm_swing --motion arm_swing --sim mujoco_warp --device cuda --num-envs 4096
+#   docker run --rm --gpus all --ipc host -v $PWD/runs:/runs asap/training \
+#     torchrun --nproc_per_node 4 -m asap_training.rl.train --run-dir /runs/r --sim mujoco_warp --device cuda
+#   docker run --rm --gpus all -v $PWD/runs:/runs -w /opt/asap -e OUT=/runs/gpu_bench asap/training \
+#     bash training/bench/gpu_bench.sh
 #
-# Needs an NVIDIA driver and the NVIDIA container toolkit on the host. Not built in CI (no Docker engine
-# there); linted by tests/test_docker.py.
+# Needs an NVIDIA driver (R580+ for warp-lang 1.19's CUDA 13) and the NVIDIA container toolkit on the
+# host. Not built in CI (no Docker engine there); linted by tests/test_docker.py.
 FROM python:3.11-slim-bookworm
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]

@@ -32,7 +32,8 @@ import mujoco
 import numpy as np
 import torch
 
-from asap_sim.motor import EFFORT_LIMIT, drive_ctrl
+from asap_sim.model import G1Indices
+from asap_sim.motor import EFFORT_LIMIT, MotorCommand, MotorParams, drive_ctrl
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.parallel import available_cores, use_threads
@@ -40,6 +41,7 @@ from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner
 from asap_training.rl.vecenv import RslRlVecEnv
 from asap_training.sim import SIMULATORS
+from asap_training.sim.base import StateLayout
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
 
 NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
@@ -108,14 +110,22 @@ def reference_actions(env: TrackingEnv, noise: float = 0.1) -> torch.Tensor:
 
 
 def raw_mj_step_per_s(env: TrackingEnv, max_envs: int = 64) -> float:
-    """Single-thread ``mj_step`` from the states the env is in, ``decimation`` steps each, ctrl held."""
-    sim = env.sim
-    model, data = sim.models[0], mujoco.MjData(sim.models[0])
-    snaps = [(d.qpos.copy(), d.qvel.copy(), d.qacc_warmstart.copy(), d.ctrl.copy())
-             for d in sim.datas[:max_envs]]
+    """Single-thread C ``mj_step`` from the states the env is in (its contact mix; any backend's state),
+    ``decimation`` steps each, holding the default pose with the env's gains."""
+    model, data = env.sim.models[0], mujoco.MjData(env.sim.models[0])
+    s = {k: v[:max_envs].double().cpu().numpy() for k, v in vars(env.sim.state).items()}
+    layout = StateLayout.from_model(model)
+    hold = MotorCommand.position(env.default_q_motor.cpu().numpy(), env.kp_motor.cpu().numpy(),
+                                 env.kd_motor.cpu().numpy())
+    ctrl = drive_ctrl(hold, MotorParams.from_profile(env.profile))
     elapsed, steps = 0.0, 0
-    for qpos, qvel, warm, ctrl in snaps * 2:
-        data.qpos[:], data.qvel[:], data.qacc_warmstart[:], data.ctrl[:] = qpos, qvel, warm, ctrl
+    for i in list(range(len(s["root_pos_w"]))) * 2:
+        mujoco.mj_resetData(model, data)
+        data.qpos[:3], data.qpos[3:7], data.qpos[layout.qpos] = s["root_pos_w"][i], s["root_quat_w"][i], \
+            s["joint_pos"][i]
+        data.qvel[:3], data.qvel[3:6], data.qvel[layout.qvel] = s["root_lin_vel_w"][i], \
+            s["root_ang_vel_b"][i], s["joint_vel"][i]
+        data.ctrl[G1Indices.from_model(model).drive_ctrl] = ctrl
         start = time.perf_counter()
         mujoco.mj_step(model, data, env.cfg.decimation)
         elapsed += time.perf_counter() - start

@@ -63,6 +63,7 @@ def test_profile_parameters_reach_the_nodes() -> None:
         proc.wait(10)
 
 
+@needs_rclpy
 @pytest.mark.parametrize("user_profile", [None, "/etc/my_fastdds.xml"])
 def test_nodes_load_the_shipped_fast_dds_profile_unless_the_user_names_one(user_profile: str | None) -> None:
     """Without it Fast DDS announces type objects CycloneDDS (the G1, Unitree's SDK) rejects."""

@@ -223,10 +223,10 @@ def train(
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_params(run_dir, env_cfg, ppo_cfg)
-    if device == "cuda":
-        device = f"cuda:{local_rank}"
+    device, sim_device = (f"cuda:{local_rank}" if d == "cuda" else d for d in (device, env_cfg.device))
     torch.manual_seed(env_cfg.seed + rank)
-    env = RslRlVecEnv(env or TrackingEnv(dataclasses.replace(env_cfg, seed=env_cfg.seed + rank)))
+    local = dataclasses.replace(env_cfg, seed=env_cfg.seed + rank, device=sim_device)
+    env = RslRlVecEnv(env or TrackingEnv(local))
     runner = TrackingRunner(
         env,
         ppo_cfg.to_rsl_rl(),
@@ -274,7 +274,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(SIMULATORS),
         help="simulator backend (default mujoco: C MuJoCo on every core)",
     )
-    p.add_argument("--device", default="cpu", help="torch device of the networks and PPO: cpu or cuda")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device of the networks and PPO: cpu or cuda (under torchrun: cuda:<local rank>); with "
+        "--sim mujoco_warp also where physics and the MDP run",
+    )
     add_threads_option(p)
     p.add_argument("--no-export", action="store_true", help="do not write <run>/policy.onnx at the end")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -309,6 +314,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         ppo_cfg.max_iterations = args.iterations
     if args.sim:
         env_cfg.simulator = SIMULATORS[args.sim]
+        env_cfg.device = args.device if args.sim == "mujoco_warp" else "cpu"  # physics where it runs
     env_cfg.threads = threads
     runner = train(env_cfg, ppo_cfg, args.run_dir, resume=args.resume, progress=not args.quiet,
                    device=args.device)
