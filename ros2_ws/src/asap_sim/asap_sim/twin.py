@@ -166,7 +166,8 @@ class Twin:
         self._anchor_pos = self.data.qpos[:3].copy()
         self._anchor_quat = self.data.qpos[3:7].copy()
         self._band_held = self.config.band_held if band_held is None else band_held
-        self._command_ctrl = drive_ctrl(MotorCommand.off(), self._params)
+        self._command = MotorCommand.off()
+        self._command_ctrl = drive_ctrl(self._command, self._params)
         self._delay = ControlDelay(self._latency, 1, np.zeros_like(self._command_ctrl))
         self._ctrl_in_use: np.ndarray | None = None  # what self._ctrl holds: written once per change
 
@@ -192,8 +193,11 @@ class Twin:
         self._band_held = True
 
     def set_command(self, cmd: MotorCommand) -> None:
-        """The command the drives act on from the next physics step (after the latency)."""
-        self._command_ctrl = drive_ctrl(cmd, self._params)
+        """The command the drives act on from the next physics step (after the latency). Its ctrl is
+        computed once per command object: the node hands over the same one for every state until a new
+        LowCmd arrives."""
+        if cmd is not self._command:
+            self._command, self._command_ctrl = cmd, drive_ctrl(cmd, self._params)
 
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps."""
