@@ -21,18 +21,21 @@ def distributed_rank() -> tuple[int, int, int]:
             int(os.getenv("LOCAL_WORLD_SIZE", "1")))
 
 
+def _share_of_cores() -> int:
+    """This machine's cores shared among the processes torchrun started on it."""
+    return max(1, available_cores() // distributed_rank()[2])
+
+
 def default_threads() -> int:
-    """What ``threads=0`` means: the count :func:`use_threads` set, else this machine's cores shared among
-    the processes torchrun started on it."""
-    return _threads or max(1, available_cores() // distributed_rank()[2])
+    """What ``threads=0`` means: the count :func:`use_threads` set, else :func:`_share_of_cores`."""
+    return _threads or _share_of_cores()
 
 
 def use_threads(requested: int = 0) -> int:
-    """Set the threads of this process (physics workers and torch's intra-op pool): ``requested``, or
-    :func:`default_threads` for 0. Command lines call it once with their ``--threads``."""
+    """Set the threads of this process (physics workers and torch's intra-op pool): ``requested``, or this
+    process's share of the cores for 0. Command lines call it once with their ``--threads``."""
     global _threads
-    _threads = None
-    _threads = requested or default_threads()
+    _threads = requested or _share_of_cores()
     torch.set_num_threads(_threads)
     return _threads
 

@@ -31,6 +31,13 @@ from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
 from asap_training import quat
 from asap_training.robot import RIGID_BODIES
 
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy array of a tensor (a view of a CPU tensor, a copy from a device) or of an array-like: the
+    backends' inputs, which the MDP hands over as tensors and tests and benchmarks as arrays."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
 RAW_FIELDS = ("qpos", "qvel", "xpos", "xquat", "cvel", "subtree_com", "sensordata", "qfrc_actuator")
 """The ``MjData`` arrays a backend reads after a step (body poses and velocities brought up to the new
 ``qpos``/``qvel`` by ``kinematics``, ``comPos``, ``comVel``); :meth:`StateLayout.write` derives the state."""

@@ -12,7 +12,6 @@ import functools
 import itertools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import mujoco
 import numpy as np
@@ -22,7 +21,7 @@ from asap_sim.model import G1Indices
 from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
 from asap_training.parallel import default_threads
-from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout
+from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout, to_numpy
 
 
 @functools.cache
@@ -30,11 +29,6 @@ def _worker_pool(threads: int) -> ThreadPoolExecutor:
     """One pool per thread count, shared by every simulator of the process and never shut down: a pool
     per simulator, stopped when it is garbage-collected, deadlocked with a thread being started."""
     return ThreadPoolExecutor(threads, "mujoco_cpu")
-
-
-def _np(x: Any) -> np.ndarray:
-    """A numpy view of a CPU tensor (or the array itself)."""
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 class MujocoCpuSimulator:
@@ -68,10 +62,9 @@ class MujocoCpuSimulator:
         self.physics_dt = float(m.opt.timestep)
         self.idx = G1Indices.from_model(m)
         self.layout = StateLayout.from_model(m)
-        self.body_ids = self.layout.bodies
         self.datas = [mujoco.MjData(m) for _ in range(num_envs)]
         self.variant = np.zeros(num_envs, dtype=np.intp)
-        self._state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.body_ids))
+        self._state = SimState.zeros(num_envs, len(self.idx.qpos), len(self.layout.bodies))
         self.state = SimState(**{k: torch.from_numpy(v) for k, v in vars(self._state).items()})
         self.motor_params = motor_params
         self.latency_steps = latency_steps
@@ -91,7 +84,7 @@ class MujocoCpuSimulator:
 
     def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
         """Assign physics variants per env (takes effect at the next step)."""
-        self.variant[_np(env_ids)] = _np(variant)
+        self.variant[to_numpy(env_ids)] = to_numpy(variant)
 
     def reset(
         self,
@@ -105,9 +98,9 @@ class MujocoCpuSimulator:
     ) -> None:
         """Teleport envs; free-joint qvel is (world linear, body angular) velocity."""
         env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel = (
-            _np(x) for x in (env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel)
+            to_numpy(x) for x in (env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel)
         )
-        ang_b = quat.rotate_inv(root_quat_w, _np(root_ang_vel_w))
+        ang_b = quat.rotate_inv(root_quat_w, to_numpy(root_ang_vel_w))
         for k, i in enumerate(env_ids):
             d = self.datas[i]
             mujoco.mj_resetData(self.models[self.variant[i]], d)
@@ -124,7 +117,8 @@ class MujocoCpuSimulator:
     ) -> None:
         """Overwrite every env's base and joint positions and velocities (e.g. a learned correction),
         keeping everything else (solver warm start, ctrl), and refresh the state."""
-        pos_w, quat_w, lin_vel_w, ang_vel_b, q, dq = map(_np, (pos_w, quat_w, lin_vel_w, ang_vel_b, q, dq))
+        pos_w, quat_w, lin_vel_w, ang_vel_b = map(to_numpy, (pos_w, quat_w, lin_vel_w, ang_vel_b))
+        q, dq = to_numpy(q), to_numpy(dq)
         for i, d in enumerate(self.datas):
             d.qpos[:3], d.qpos[3:7], d.qvel[:3], d.qvel[3:6] = pos_w[i], quat_w[i], lin_vel_w[i], ang_vel_b[i]
             d.qpos[self._qpos_sl], d.qvel[self._qvel_sl] = q[i], dq[i]
@@ -133,14 +127,14 @@ class MujocoCpuSimulator:
 
     def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
         """Kick the pelvis."""
-        env_ids, delta_lin_vel_w = _np(env_ids), _np(delta_lin_vel_w)
+        env_ids, delta_lin_vel_w = to_numpy(env_ids), to_numpy(delta_lin_vel_w)
         for k, i in enumerate(env_ids):
             self.datas[i].qvel[:3] += delta_lin_vel_w[k]
 
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` for ``substeps`` physics steps (through the actuation latency), every shard of
         envs on its own worker."""
-        pieces = [(_np(ctrl), n) for ctrl, n in self._drive.pieces(command, self.motor_params, substeps)]
+        pieces = [(to_numpy(ctrl), n) for ctrl, n in self._drive.pieces(command, self.motor_params, substeps)]
         if self._pool is None:
             self._step_shard(self._shards[0], pieces)
         else:
@@ -171,10 +165,11 @@ class MujocoCpuSimulator:
         raw["qfrc_actuator"][i] = d.qfrc_actuator
 
     def _read_state(self, env_ids: np.ndarray | None = None, copied: bool = False) -> None:
-        """Derive the batched state from the raw arrays (copied here env by env unless ``copied``)."""
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        """Derive the batched state from the raw arrays (copied here env by env unless ``copied``); every
+        env by default, through views of the raw arrays rather than gathered copies."""
+        ids = slice(None) if env_ids is None else np.asarray(env_ids)
         raw = self._raw
         if not copied:
-            for i in ids:
+            for i in range(self.num_envs) if env_ids is None else ids:
                 self._copy_raw(i, self.datas[i], raw)
         self.layout.write(self._state, ids, {name: a[ids] for name, a in raw.items()})

@@ -32,7 +32,7 @@ from asap_core import g1
 from asap_sim.model import G1Indices
 from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
-from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout
+from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout, to_numpy
 
 FATAL_OVERFLOW = (
     mjw.OverflowType.NEFC
@@ -154,7 +154,7 @@ class MujocoWarpSimulator:
     # --- protocol -------------------------------------------------------------------------------------
     def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
         """Assign physics variants per env (uploads the per-world rows of the fields that differ)."""
-        self.variant[_host(env_ids)] = _host(variant)
+        self.variant[to_numpy(env_ids)] = to_numpy(variant)
         if not self._variant_fields:
             return
         with wp.ScopedDevice(self._wp_device):
@@ -278,7 +278,8 @@ class MujocoWarpSimulator:
         packed = self._packed_t[:count]
         flags = packed[:, -1].to(torch.int64) & int(FATAL_OVERFLOW)
         if bool(flags.any()):  # the one value a step brings to the host
-            bad, kinds = ids[flags != 0].tolist(), mjw.OverflowType(int(np.bitwise_or.reduce(_host(flags))))
+            kinds = mjw.OverflowType(int(np.bitwise_or.reduce(to_numpy(flags))))
+            bad = ids[flags != 0].tolist()
             raise RuntimeError(
                 f"MJWarp buffer overflow {kinds!r} in envs {bad[:8]}: contacts or constraints were dropped; "
                 f"raise nconmax/njmax "
@@ -289,11 +290,6 @@ class MujocoWarpSimulator:
             for name, a, b in zip(RAW_FIELDS, self._cols[:-1], self._cols[1:], strict=True)
         }
         self.layout.write(self.state, ids, raw)
-
-
-def _host(x: Any) -> np.ndarray:
-    """A numpy copy of an index tensor or array."""
-    return x.cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def _arrays(obj: Any) -> Iterator[wp.array]:

@@ -58,7 +58,7 @@ from asap_core.joint_map import JointMap
 from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
 from asap_training.parallel import add_threads_option, use_threads
-from asap_training.sim.base import SimState
+from asap_training.sim.base import SimState, to_numpy
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
 from asap_training.stage2.dataset import RealDataset, load_dataset_for
 from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
@@ -95,7 +95,7 @@ class FloatingState:
     def of_sim(cls, s: SimState) -> FloatingState:
         """A copy of a simulator's state (the simulator refills its arrays in place)."""
         fields = (s.root_pos_w, s.root_quat_w, s.root_lin_vel_w, s.root_ang_vel_b, s.joint_pos, s.joint_vel)
-        return cls(*(torch.as_tensor(a).cpu().numpy().copy() for a in fields))
+        return cls(*(to_numpy(a).copy() for a in fields))
 
     @classmethod
     def of_dataset(cls, dataset: RealDataset) -> FloatingState:
@@ -344,7 +344,7 @@ class ResidualDynamicsSimulator(MujocoCpuSimulator):
                 f"the residual model corrects every {self.model.meta.control_dt} s, this step lasts "
                 f"{substeps} x {self.physics_dt} s; use it with the policy period it was fitted for"
             )
-        q_cmd = np.broadcast_to(torch.as_tensor(command.q).cpu().numpy(), (self.num_envs, g1.NUM_MOTORS))
+        q_cmd = np.broadcast_to(to_numpy(command.q), (self.num_envs, g1.NUM_MOTORS))
         self.last_features = self.model.features(FloatingState.of_sim(self.state), q_cmd)
         super().step(command, substeps)
         self.last_raw = FloatingState.of_sim(self.state)

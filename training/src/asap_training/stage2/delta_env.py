@@ -259,7 +259,7 @@ class DeltaEnv(TrackingEnv):
 
     def recorded_action(self) -> torch.Tensor:
         """a_real at the current frame of every env: what the real policy applied from this state."""
-        return self._rec["action"][self._row(self.motion_ids, self.motion_time_s)]
+        return self._rec["action"][self.recorded_row()]
 
     def recorded_row(self) -> torch.Tensor:
         """The dataset row (trajectories concatenated) of every env's current frame."""
