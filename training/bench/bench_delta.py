@@ -20,14 +20,14 @@ import torch
 from bench_env import env_step_per_s, raw_mj_step_per_s
 
 from asap_core.artifact import load_artifact
+from asap_training.data.dataset import RealDataset
+from asap_training.delta.train import train_delta
+from asap_training.delta.warm_start import WarmStartCfg
+from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
+from asap_training.eval.openloop import open_loop_errors
 from asap_training.parallel import use_threads
-from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
-from asap_training.stage2.dataset import RealDataset
-from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
-from asap_training.stage2.delta_train import train_delta
-from asap_training.stage2.openloop import open_loop_errors
-from asap_training.stage2.warm_start import WarmStartCfg
 
 SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from asap_training import quat
-from asap_training.stage2.delta_dynamics import (
+from asap_training.baselines.delta_dynamics import (
     SIMULATOR,
     DeltaDynamicsModel,
     DeltaDynCfg,
@@ -23,7 +23,7 @@ from asap_training.stage2.delta_dynamics import (
     state_residual,
     train_delta_dynamics,
 )
-from asap_training.stage2.openloop import open_loop_errors
+from asap_training.eval.openloop import open_loop_errors
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 
@@ -32,9 +32,9 @@ POLICY = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "polic
 def weak_ankles():
     """The shipped policy on the twin with half-strength ankles (it falls after ~1.4 s: 69 ticks)."""
     from asap_core.artifact import load_artifact
+    from asap_training.data.dataset import RealDataset
     from asap_training.envs.tracking_env import TrackingEnv
-    from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
-    from asap_training.stage2.dataset import RealDataset
+    from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 
     artifact = load_artifact(POLICY)
     r = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact, None, "nominal")), "weak_ankles")
@@ -125,8 +125,8 @@ def test_bad_model_file_is_refused_naming_it(tmp_path):
 
 
 def test_simulator_backend_corrects_every_step_of_the_tracking_env(weak_ankles, fitted):
+    from asap_training.envs.delta_env import delta_env_cfg
     from asap_training.envs.tracking_env import TrackingEnv
-    from asap_training.stage2.delta_env import delta_env_cfg
 
     _, _, path = fitted
     cfg = delta_env_cfg(weak_ankles, num_envs=2)

@@ -22,8 +22,8 @@ from synth_bags import T0, lowstate, odometry, record, typestore, write_messages
 
 from asap_core import g1
 from asap_core.artifact import PolicyArtifact, load_artifact
-from asap_training.stage2.dataset import RealDataset
-from asap_training.stage2.ingest import MISSING_MOCAP_FIX, IngestError, ingest, main
+from asap_training.data.dataset import RealDataset
+from asap_training.data.ingest import MISSING_MOCAP_FIX, IngestError, ingest, main
 
 LS_NS = 2_000_000  # 500 Hz
 OD_NS, OD_SHIFT = 3_000_000, 700_000  # 333 Hz, received 0.7 ms after a state
@@ -277,7 +277,7 @@ def test_cli(
     assert code.value.code == 2 and "missing mocap" in capsys.readouterr().err
     assert not (tmp_path / "x.npz").exists()
     helped = subprocess.run(
-        [sys.executable, "-m", "asap_training.stage2.ingest", "--help"],
+        [sys.executable, "-m", "asap_training.data.ingest", "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -286,4 +286,4 @@ def test_cli(
 
 
 def test_ros_free() -> None:
-    run_with_ros_blocked(["asap_training.stage2.ingest"])
+    run_with_ros_blocked(["asap_training.data.ingest"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asap_training.metrics import tracking_metrics
+from asap_training.eval.metrics import tracking_metrics
 
 
 def test_constant_offset_is_global_error_only():

@@ -71,7 +71,7 @@ def test_resume_continues_from_the_latest_checkpoint(run):
 
 
 def test_evaluate_writes_metrics_and_plot(run, tmp_path):
-    from asap_training.rl.evaluate import evaluate
+    from asap_training.eval.evaluate import evaluate
 
     _, runner = run
     export_runner(runner, tmp_path / "policy.onnx")
@@ -82,7 +82,7 @@ def test_evaluate_writes_metrics_and_plot(run, tmp_path):
 
 
 def test_evaluate_on_the_twin_core(run, tmp_path):
-    from asap_training.rl.evaluate import evaluate
+    from asap_training.eval.evaluate import evaluate
 
     _, runner = run
     export_runner(runner, tmp_path / "policy.onnx")

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from asap_core.artifact import load_artifact
+from asap_training.data.dataset import RealDataset
+from asap_training.delta.model import DeltaModel
+from asap_training.delta.train import train_delta
+from asap_training.delta.warm_start import WarmStartCfg, one_step_targets
+from asap_training.envs.delta_env import DeltaCfg
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
-from asap_training.stage2.dataset import RealDataset
-from asap_training.stage2.delta_env import DeltaCfg
-from asap_training.stage2.delta_model import DeltaModel
-from asap_training.stage2.delta_train import train_delta
-from asap_training.stage2.finetune import FineTuneCfg, fine_tune
-from asap_training.stage2.openloop import open_loop_errors
-from asap_training.stage2.warm_start import WarmStartCfg, one_step_targets
+from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
+from asap_training.eval.openloop import open_loop_errors
+from asap_training.rl.finetune import FineTuneCfg, fine_tune
 
 PARENT = Path(__file__).resolve().parents[1] / "policies" / "arm_swing"
 ANKLES = DeltaCfg(joints=(".*_ankle_.*",))

@@ -12,8 +12,7 @@ import yaml
 
 from asap_core import g1
 from asap_sim.profiles import load_profile, profile_from_dict
-from asap_training.robot import POLICY_JOINTS
-from asap_training.stage2.sysid import (
+from asap_training.baselines.sysid import (
     SysidCfg,
     base_profile_dict,
     identify,
@@ -23,6 +22,7 @@ from asap_training.stage2.sysid import (
     pattern_search,
     profile_dict,
 )
+from asap_training.robot import POLICY_JOINTS
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 LEGS = r"(left|right)_(hip|knee|ankle)_.*"
@@ -32,9 +32,9 @@ LEGS = r"(left|right)_(hip|knee|ankle)_.*"
 def soft_legs(tmp_path_factory):
     """The shipped policy on a twin whose leg drives are 10 % softer (kp × 0.9), a gap SysID can express."""
     from asap_core.artifact import load_artifact
+    from asap_training.data.dataset import RealDataset
     from asap_training.envs.tracking_env import TrackingEnv
-    from asap_training.rl.evaluate import eval_env_cfg, rollout_twin
-    from asap_training.stage2.dataset import RealDataset
+    from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 
     profile = tmp_path_factory.mktemp("profiles") / "soft_legs.yaml"
     profile.write_text(yaml.safe_dump({"kp_scale": {LEGS: 0.9}}))

@@ -57,14 +57,14 @@ from asap_core import g1
 from asap_core.joint_map import JointMap
 from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
+from asap_training.data.dataset import RealDataset, load_dataset_for
+from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 from asap_training.parallel import add_threads_option, use_threads
 from asap_training.sim.base import SimState, to_numpy
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
-from asap_training.stage2.dataset import RealDataset, load_dataset_for
-from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 
 FORMAT_VERSION = 1
-SIMULATOR = "asap_training.stage2.delta_dynamics:ResidualDynamicsSimulator"
+SIMULATOR = "asap_training.baselines.delta_dynamics:ResidualDynamicsSimulator"
 """``TrackingEnvCfg.simulator`` / ``FineTuneCfg.simulator`` value of the corrected simulator."""
 RESIDUAL_LAYOUT = (
     ("base_pos_b", 3),
@@ -356,7 +356,7 @@ class ResidualDynamicsSimulator(MujocoCpuSimulator):
 
 
 def simulator_overrides(path: str | Path) -> dict:
-    """``env_overrides`` of :func:`~asap_training.stage2.openloop.open_loop_errors` (and the
+    """``env_overrides`` of :func:`~asap_training.eval.openloop.open_loop_errors` (and the
     ``simulator``/``simulator_args`` of ``FineTuneCfg``) that select the corrected simulator."""
     return {"simulator": SIMULATOR, "simulator_args": {"path": str(path)}}
 
@@ -500,7 +500,7 @@ def _regress(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Command-line entry point."""
-    from asap_training.stage2.openloop import open_loop_errors
+    from asap_training.eval.openloop import open_loop_errors
 
     p = argparse.ArgumentParser(
         prog="asap-deltadyn", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -22,6 +22,7 @@ import torch
 from asap_core import g1
 from asap_core.joint_map import JointMap
 from asap_training import quat
+from asap_training.data.dataset import RealDataset
 from asap_training.envs.config import (
     CurriculumCfg,
     DomainRandCfg,
@@ -34,7 +35,6 @@ from asap_training.envs.config import (
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary, reference_from_clip
 from asap_training.quat import Array
-from asap_training.stage2.dataset import RealDataset
 
 
 @dataclass(kw_only=True)

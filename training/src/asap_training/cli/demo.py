@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from asap_core.artifact import load_artifact
+from asap_training.data.dataset import RealDataset
 from asap_training.parallel import add_threads_option, use_threads
-from asap_training.stage2.dataset import RealDataset
 
 GRAPH_ATTEMPTS = 3
 """Fresh graphs tried per episode before the demo gives up."""
@@ -195,9 +195,9 @@ def _one_episode(
 def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, list]:
     """Table IV row of recorded episodes: each episode's longest POLICY segment against the motion."""
     from asap_sim.model import build_model
+    from asap_training.data.ingest import ingest
+    from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
     from asap_training.motion import G1Kinematics, build_library
-    from asap_training.stage2.closed_loop import closed_loop_run, mean_metrics
-    from asap_training.stage2.ingest import ingest
 
     artifact = load_artifact(artifact_path)
     kin = G1Kinematics(build_model())
@@ -212,13 +212,13 @@ def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, 
 
 def run(cfg: DemoCfg) -> Path:
     """The seven steps; returns the report path."""
-    from asap_training.stage2.delta_env import DeltaCfg
-    from asap_training.stage2.delta_train import train_delta
-    from asap_training.stage2.finetune import FineTuneCfg, fine_tune
-    from asap_training.stage2.ingest import ingest, summary
-    from asap_training.stage2.openloop import open_loop_errors
-    from asap_training.stage2.report import closed_loop_table, open_loop_table, plot_results, write_report
-    from asap_training.stage2.warm_start import WarmStartCfg
+    from asap_training.data.ingest import ingest, summary
+    from asap_training.delta.train import train_delta
+    from asap_training.delta.warm_start import WarmStartCfg
+    from asap_training.envs.delta_env import DeltaCfg
+    from asap_training.eval.openloop import open_loop_errors
+    from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
+    from asap_training.rl.finetune import FineTuneCfg, fine_tune
 
     t_start = time.monotonic()
     out = cfg.out
@@ -308,10 +308,10 @@ def run(cfg: DemoCfg) -> Path:
 
 def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict) -> dict[str, Path]:
     """Fine-tune each requested baseline with the same data and budget; adds their open-loop rows."""
-    from asap_training.stage2.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
-    from asap_training.stage2.finetune import FineTuneCfg, fine_tune
-    from asap_training.stage2.openloop import open_loop_errors
-    from asap_training.stage2.sysid import SysidCfg, identify
+    from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
+    from asap_training.baselines.sysid import SysidCfg, identify
+    from asap_training.eval.openloop import open_loop_errors
+    from asap_training.rl.finetune import FineTuneCfg, fine_tune
 
     artifacts = {}
     for name in cfg.baselines:

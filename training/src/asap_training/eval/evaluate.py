@@ -7,9 +7,9 @@ The artifact is loaded and validated by ``asap_core.artifact``. Two backends:
 - ``twin``: the simulated G1 twin's ROS-free core (``asap_sim.twin.Twin``: 500 Hz drives, IMU and joint
   sensors with the profile's noise and latency) driven by the policy node's own tick code
   (``asap_core.control.LoadedPolicy``), starting from the twin's standing pose as the node does. The
-  ROS graph version (node + twin over DDS) records episodes that :mod:`asap_training.metrics` also reads.
+  ROS graph version (node + twin over DDS) records episodes that :mod:`asap_training.eval.metrics` also reads.
 
-Writes the metrics of :mod:`asap_training.metrics` as JSON and a plot::
+Writes the metrics of :mod:`asap_training.eval.metrics` as JSON and a plot::
 
     asap-eval training/policies/arm_swing/policy.onnx --profile nominal --out /tmp/eval
     asap-eval policy.onnx --backend twin --profile weak_ankles --out /tmp/eval_twin_weak
@@ -35,10 +35,10 @@ from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Twin, TwinConfig
 from asap_training import quat
+from asap_training.data.dataset import RealTrajectory
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
-from asap_training.stage2.dataset import RealTrajectory
+from asap_training.eval.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
 
 
 @dataclass(frozen=True)

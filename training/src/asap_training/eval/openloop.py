@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from asap_training.metrics import ERROR_METRICS, tracking_metrics
-from asap_training.stage2.dataset import RealDataset
-from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
-from asap_training.stage2.delta_model import DeltaModel
+from asap_training.data.dataset import RealDataset
+from asap_training.delta.model import DeltaModel
+from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
+from asap_training.eval.metrics import ERROR_METRICS, tracking_metrics
 
 HORIZONS_S = (0.25, 0.5, 1.0)
 

@@ -3,11 +3,11 @@
     asap-delta --dataset runs/demo/dataset.npz --run-dir runs/demo/delta --iterations 200
     asap-delta --dataset ds.npz --run-dir runs/delta_ankles --joints '.*_ankle_.*'   # 4-DoF ankle model
 
-Writes ``<run-dir>/delta.onnx`` (πΔ + metadata, see :mod:`asap_training.stage2.delta_model`), the PPO run
+Writes ``<run-dir>/delta.onnx`` (πΔ + metadata, see :mod:`asap_training.delta.model`), the PPO run
 (checkpoints, tensorboard, progress.jsonl), ``<run-dir>/selection.json`` and ``<run-dir>/open_loop.json``:
 the open-loop replay errors of the dataset with and without πΔ.
 
-PPO starts from the warm start (:mod:`asap_training.stage2.warm_start`): the actor regressed onto
+PPO starts from the warm start (:mod:`asap_training.delta.warm_start`): the actor regressed onto
 one-step targets, its observation normalizer frozen, and ``critic_warmup`` iterations that train only the
 critic (an untrained critic's advantages are noise, and PPO steps on noise undo the regression). Then model
 selection: every ``--select-every`` iterations (and at the start) the deterministic πΔ is scored by its
@@ -28,14 +28,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from asap_core.artifact import sha256_of
+from asap_training.data.dataset import RealDataset, load_dataset_for
+from asap_training.delta.model import DeltaModelMeta, export_delta_model
+from asap_training.delta.warm_start import WarmStartCfg, fit_actor, one_step_targets
+from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
+from asap_training.eval.openloop import open_loop_errors
 from asap_training.parallel import add_threads_option, use_threads
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner, train
-from asap_training.stage2.dataset import RealDataset, load_dataset_for
-from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
-from asap_training.stage2.delta_model import DeltaModelMeta, export_delta_model
-from asap_training.stage2.openloop import open_loop_errors
-from asap_training.stage2.warm_start import WarmStartCfg, fit_actor, one_step_targets
 
 
 def delta_ppo_cfg(iterations: int) -> PpoCfg:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from asap_training.stage2.dataset import RealDataset
-from asap_training.stage2.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
+from asap_training.data.dataset import RealDataset
+from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 
 
 @dataclass(kw_only=True)

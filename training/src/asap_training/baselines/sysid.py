@@ -12,7 +12,7 @@ the policy in the identified simulator. Here:
   ``joint`` is the paper's per-joint set. ``extended`` adds a motor-strength ratio (``torque_scale``) per
   group, which the paper's set lacks: it cannot represent weak motors (the ``weak_ankles`` twin), only
   emulate them with softer gains, which differ once the torque saturates.
-- **Objective.** The open-loop replay error of :func:`~asap_training.stage2.openloop.open_loop_errors`
+- **Objective.** The open-loop replay error of :func:`~asap_training.eval.openloop.open_loop_errors`
   (E_g-mpjpe by default, mean over the 0.25/0.5/1.0 s horizons) of a simulator built with the candidate
   as an asap_sim dynamics profile (a YAML file, so the search evaluates exactly what fine-tuning loads).
 - **Search.** Deterministic pattern search instead of the grid (3^50 points for the paper's set):
@@ -52,10 +52,10 @@ from tqdm import tqdm
 
 from asap_sim.model import BASE_BODY
 from asap_sim.profiles import load_profile
-from asap_training.metrics import ERROR_METRICS
+from asap_training.data.dataset import RealDataset, load_dataset_for
+from asap_training.eval.metrics import ERROR_METRICS
+from asap_training.eval.openloop import HORIZONS_S, open_loop_errors
 from asap_training.parallel import add_threads_option, use_threads
-from asap_training.stage2.dataset import RealDataset, load_dataset_for
-from asap_training.stage2.openloop import HORIZONS_S, open_loop_errors
 
 GROUPINGS = ("family", "limb", "joint")
 LIMBS = {

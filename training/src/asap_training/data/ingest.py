@@ -14,7 +14,7 @@ rate other than the artifact's, a policy artifact or robot variant (``LowState.m
 changes within or between episodes or differs from the one given::
 
     asap-ingest episodes/2026*_kick --artifact policy.onnx --out data/kick.npz
-    python -m asap_training.stage2.ingest episodes/ep1 --mode-machine 5 --out data/ep1.npz
+    python -m asap_training.data.ingest episodes/ep1 --mode-machine 5 --out data/ep1.npz
 
 Bags are read through the ROS-free ``asap_logger.reader`` (ROS is not needed to ingest).
 """
@@ -35,7 +35,7 @@ from asap_core.modes import Mode
 from asap_logger.errors import BagError, ClockJumpError, SequenceGapError
 from asap_logger.reader import Episode, TopicNames, match_ticks, open_episode
 from asap_training import quat
-from asap_training.stage2.dataset import RealDataset, RealTrajectory
+from asap_training.data.dataset import RealDataset, RealTrajectory
 
 MISSING_MOCAP_FIX = "record /odometry (the twin's g1_sim publishes it; on the robot run the mocap bridge)"
 ASSUMED_JOINTS = g1.names("asap23")
