@@ -11,6 +11,7 @@ import torch
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.model import DeltaModel, DeltaModelMeta, FrozenDelta, export_delta_model
+from asap_training.delta.warm_start import joint_shares, select_joints
 from asap_training.envs import actions as action_path
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.envs.tracking_env import TrackingEnv
@@ -156,3 +157,30 @@ def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
 
     with pytest.raises(ValueError, match="joints differ"):
         FrozenDelta(WrongEnv(), str(path))
+
+
+def test_joint_selection_rule_keeps_the_fewest_joints_that_cover_the_share() -> None:
+    joints = ("a", "b", "c", "d")
+    targets = np.zeros((100, 4))
+    targets[:, 1], targets[:, 3], targets[:, 0] = 3.0, 2.0, 0.1  # power 9, 4, 0.01, 0
+    shares = joint_shares(targets, joints)
+    assert shares["b"] == pytest.approx(9 / 13.01) and shares["c"] == 0.0
+    assert select_joints(shares, 0.6) == ("b",)
+    assert select_joints(shares, 0.8) == ("b", "d")  # action order, not rank order
+    assert select_joints(shares, 1.0) == ("a", "b", "d")
+
+
+def test_auto_joints_find_a_gap_confined_to_the_ankles(weak_ankle_recording):
+    """weak_ankles halves the ankle motors' torque and adds ankle friction, nothing else: the one-step
+    corrections over all 23 joints put most of their weight on the four ankle joints, and the
+    data-chosen πΔ joints are exactly those (an all-joints or arm choice would fail)."""
+    from asap_training.delta.warm_start import WarmStartCfg, choose_joints
+
+    chosen, shares = choose_joints(
+        weak_ankle_recording, DeltaCfg(joints=("auto",)), WarmStartCfg(max_samples=256)
+    )
+    ankles = {j for j in weak_ankle_recording.action_joints if "ankle" in j}
+    assert sum(shares[j] for j in ankles) > 0.8
+    mask = chosen.mask(weak_ankle_recording.action_joints)
+    picked = {j for j, m in zip(weak_ankle_recording.action_joints, mask, strict=True) if m}
+    assert picked <= ankles and len(picked) >= 2

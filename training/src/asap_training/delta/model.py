@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,9 @@ class DeltaModelMeta:
     dataset_sha256: str
     profile: str
     """Dynamics profile of the simulator πΔ corrects."""
+    joint_shares: dict[str, float] = field(default_factory=dict)
+    """Where the joints were chosen from the data (``DeltaCfg.joints = ("auto",)``): each action joint's
+    share of the one-step corrections that chose them; empty where the user named the joints."""
 
 
 def export_delta_model(module: Any, path: str | Path, meta: DeltaModelMeta) -> str:

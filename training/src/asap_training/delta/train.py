@@ -30,7 +30,13 @@ from pathlib import Path
 from asap_core.artifact import sha256_of
 from asap_training.data.dataset import RealDataset, load_dataset_for
 from asap_training.delta.model import DeltaModelMeta, export_delta_model
-from asap_training.delta.warm_start import WarmStartCfg, fit_actor, one_step_targets
+from asap_training.delta.warm_start import (
+    AUTO_JOINTS,
+    WarmStartCfg,
+    choose_joints,
+    fit_actor,
+    one_step_targets,
+)
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.parallel import add_threads_option, use_threads
@@ -67,10 +73,17 @@ def train_delta(
     last one); returns (``delta.onnx`` path, its sha256). With a ``warm_start``, the first
     ``critic_warmup`` iterations update only the critic."""
     delta = delta or DeltaCfg()
+    shares: dict[str, float] = {}
+    if delta.joints == AUTO_JOINTS:
+        delta, shares = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)
+        ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+        print(f"πΔ joints chosen from the data ({delta.auto_coverage:.0%} of the one-step corrections): "
+              f"{', '.join(j.replace(chr(92), '') for j in delta.joints)}; shares "
+              f"{', '.join(f'{j} {v:.0%}' for j, v in ranked[:8])}...", flush=True)  # fmt: skip
     ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
     env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=profile, seed=seed)
     env = DeltaEnv(env_cfg, dataset, delta)
-    meta = _meta(dataset, delta, env, profile)
+    meta = replace(_meta(dataset, delta, env, profile), joint_shares=shares)
     path = run_dir / "delta.onnx"
     selector = _Selector(dataset, delta, meta, profile, run_dir / "candidate.onnx") if select_every else None
     warm = None
@@ -168,7 +181,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--iterations", type=int, default=200, help="PPO iterations (default 200)")
     p.add_argument("--num-envs", type=int, default=64, help="parallel replays (default 64)")
     p.add_argument("--horizon", type=float, default=1.0, help="open-loop episode length, s (default 1.0)")
-    p.add_argument("--joints", nargs="+", default=[".*"], help="regexes of the action joints Δa may change")
+    p.add_argument(
+        "--joints", nargs="+", default=[".*"],
+        help="regexes of the action joints Δa may change, or 'auto': chosen from the data (default: all)",
+    )  # fmt: skip
     p.add_argument("--profile", default="nominal", help="dynamics profile of the simulator being corrected")
     p.add_argument(
         "--select-every", type=int, default=5,

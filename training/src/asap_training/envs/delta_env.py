@@ -45,7 +45,12 @@ class DeltaCfg:
     """Open-loop episode length (ASAP: 1.0 s, best closed-loop result in the paper's ablation)."""
     joints: tuple[str, ...] = (".*",)
     """Regexes over the action joints Δa may change; others get Δa = 0 (e.g. ``(".*_ankle_.*",)``
-    for the 4-DoF ankle model ASAP fitted on hardware)."""
+    for the 4-DoF ankle model ASAP fitted on hardware). ``("auto",)``: chosen from the data by
+    :func:`asap_training.delta.warm_start.choose_joints` (the paper's full-body πΔ needs no choice; a
+    subset helps where data are scarce, as on ASAP's robot)."""
+    auto_coverage: float = 0.8
+    """With ``joints=("auto",)``: keep the fewest joints whose one-step corrections Δa* carry this share
+    of the total (sum over joints of mean Δa*²)."""
     max_delta: float = 1.0
     """|Δa| bound (normalized action units; 1.0 = 0.25 rad of target). πΔ is a correction fitted on the
     states and actions the data visited; unbounded, it extrapolates on the unseen ones fine-tuning explores
