@@ -21,8 +21,7 @@ from bench_env import env_step_per_s, raw_mj_step_per_s
 
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
-from asap_training.delta.train import train_delta
-from asap_training.delta.warm_start import WarmStartCfg
+from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
@@ -35,7 +34,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "poli
 def recording(gap: str) -> RealDataset:
     """The shipped policy on the twin core under ``gap``: the 'real' data."""
     artifact = load_artifact(SHIPPED)
-    trajectory = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact, None, "nominal")), gap).trajectory
+    trajectory = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), gap).trajectory
     return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
 
@@ -71,10 +70,8 @@ def main() -> None:
     print(f"  warm start, then {args.iterations} PPO iterations; scored every {args.check_every} "
           f"(wall time includes the warm start and the scoring)")  # fmt: skip
     run_dir = Path(tempfile.mkdtemp(prefix="bench_delta_"))
-    train_delta(
-        ds, run_dir, delta=DeltaCfg(joints=tuple(args.joints)), iterations=args.iterations,
-        num_envs=args.envs, progress=False, warm_start=WarmStartCfg(), select_every=args.check_every,
-    )  # fmt: skip
+    budget = DeltaTrainCfg(iterations=args.iterations, num_envs=args.envs, select_every=args.check_every)
+    train_delta(ds, run_dir, budget, delta=DeltaCfg(joints=tuple(args.joints)), progress=False)
     selection = json.loads((run_dir / "selection.json").read_text())
     reached = None
     for it, err in selection["scores"].items():

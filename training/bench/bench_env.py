@@ -44,7 +44,7 @@ from asap_training.sim import SIMULATORS
 from asap_training.sim.base import StateLayout
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
 
-NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
+NO_DR = DomainRandCfg.off()
 DEFAULT_CONFIGS = ("legacy:cpu:64:1", "mujoco:cpu:64:1", "mujoco:cpu:256:0", "mujoco:cpu:1024:0")
 
 

@@ -18,11 +18,11 @@ from asap_training.baselines.delta_dynamics import (
     DeltaDynCfg,
     FloatingState,
     apply_residual,
-    main,
     simulator_overrides,
     state_residual,
     train_delta_dynamics,
 )
+from asap_training.cli.deltadyn import main
 from asap_training.eval.openloop import open_loop_errors
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
@@ -37,7 +37,7 @@ def weak_ankles():
     from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 
     artifact = load_artifact(POLICY)
-    r = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact, None, "nominal")), "weak_ankles")
+    r = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), "weak_ankles")
     return RealDataset((r.trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
 

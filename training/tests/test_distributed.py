@@ -24,7 +24,7 @@ DRIVER = textwrap.dedent(
 
     out = Path(sys.argv[1])
     torch.set_num_threads(1)
-    no_dr = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
+    no_dr = DomainRandCfg.off()
     env_cfg = TrackingEnvCfg(num_envs=4, threads=1, domain_rand=no_dr, seed=7)
     ppo = PpoCfg(max_iterations=2, num_steps_per_env=8, hidden_dims=(32, 32), save_interval=100)
     runner = train(env_cfg, ppo, out / "run", progress=False)

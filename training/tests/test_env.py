@@ -16,7 +16,7 @@ from asap_sim.model import G1Indices
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 
-NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
+NO_DR = DomainRandCfg.off()
 
 
 def make_env(**kw) -> TrackingEnv:

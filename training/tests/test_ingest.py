@@ -22,8 +22,9 @@ from synth_bags import T0, lowstate, odometry, record, typestore, write_messages
 
 from asap_core import g1
 from asap_core.artifact import PolicyArtifact, load_artifact
+from asap_training.cli.ingest import main
 from asap_training.data.dataset import RealDataset
-from asap_training.data.ingest import MISSING_MOCAP_FIX, IngestError, ingest, main
+from asap_training.data.ingest import MISSING_MOCAP_FIX, IngestCfg, IngestError, ingest
 
 LS_NS = 2_000_000  # 500 Hz
 OD_NS, OD_SHIFT = 3_000_000, 700_000  # 333 Hz, received 0.7 ms after a state
@@ -141,7 +142,7 @@ def small(tmp_path_factory: pytest.TempPathFactory, artifact: PolicyArtifact) ->
 
 
 def test_rows_equal_the_recorded_state_action_and_mocap(main_bag: Path, artifact: PolicyArtifact) -> None:
-    ds = ingest([main_bag], artifact, mode_machine=5, min_steps=5)
+    ds = ingest([main_bag], artifact, IngestCfg(mode_machine=5, min_steps=5))
     # cut at the mode change, the lost record and the lost state; names keep the episode id
     runs = {
         "ep_main#0": range(0, 20),
@@ -175,7 +176,7 @@ def test_rows_equal_the_recorded_state_action_and_mocap(main_bag: Path, artifact
 
 
 def test_short_segments_dropped_names_stable(main_bag: Path) -> None:
-    ds = ingest([main_bag], min_steps=10)
+    ds = ingest([main_bag], cfg=IngestCfg(min_steps=10))
     assert [tr.name for tr in ds.trajectories] == ["ep_main#0", "ep_main#1", "ep_main#3"]
     assert ds.info["dropped"]["ep_main"]["short_segments"] == 1
     # without an artifact: the recorded rate, the stack's 23 policy joints, the recorded policy name
@@ -213,7 +214,7 @@ def test_refuses_other_robot_variant(small: Callable[..., Path], artifact: Polic
     with pytest.raises(IngestError, match=r"mm_b: robot variant LowState.mode_machine is 6, .*mm_a has 5"):
         ingest([a, small("mm_b", variant=lambda i: 6)])
     with pytest.raises(IngestError, match=r"mm_a: robot variant LowState.mode_machine is 5, expected 7"):
-        ingest([a], artifact, mode_machine=7)
+        ingest([a], artifact, IngestCfg(mode_machine=7))
 
 
 def test_refuses_other_policy(small: Callable[..., Path], artifact: PolicyArtifact) -> None:
@@ -277,7 +278,7 @@ def test_cli(
     assert code.value.code == 2 and "missing mocap" in capsys.readouterr().err
     assert not (tmp_path / "x.npz").exists()
     helped = subprocess.run(
-        [sys.executable, "-m", "asap_training.data.ingest", "--help"],
+        [sys.executable, "-m", "asap_training.cli.ingest", "--help"],
         capture_output=True,
         text=True,
         check=True,

@@ -15,7 +15,7 @@ from asap_training.rl.train import latest_checkpoint, read_params, train
 
 pytestmark = pytest.mark.slow
 
-NO_DR = DomainRandCfg(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
+NO_DR = DomainRandCfg.off()
 ITERATIONS = 30
 
 
@@ -71,21 +71,21 @@ def test_resume_continues_from_the_latest_checkpoint(run):
 
 
 def test_evaluate_writes_metrics_and_plot(run, tmp_path):
-    from asap_training.eval.evaluate import evaluate
+    from asap_training.eval.evaluate import EvalCfg, evaluate
 
     _, runner = run
     export_runner(runner, tmp_path / "policy.onnx")
-    result = evaluate(tmp_path / "policy.onnx", None, "nominal", tmp_path / "eval", physics_hz=500.0)
+    result = evaluate(tmp_path / "policy.onnx", EvalCfg(physics_hz=500.0), tmp_path / "eval")
     assert {"success", "e_g_mpjpe_mm", "e_mpjpe_mm", "e_acc_mm", "e_vel_mm"} <= set(result)
     assert result["motion"] == "arm_swing" and "500 Hz" in result["env"]
     assert (tmp_path / "eval" / "eval.json").is_file() and (tmp_path / "eval" / "eval.png").stat().st_size > 0
 
 
 def test_evaluate_on_the_twin_core(run, tmp_path):
-    from asap_training.eval.evaluate import evaluate
+    from asap_training.eval.evaluate import EvalCfg, evaluate
 
     _, runner = run
     export_runner(runner, tmp_path / "policy.onnx")
-    result = evaluate(tmp_path / "policy.onnx", None, "nominal", None, backend="twin")
+    result = evaluate(tmp_path / "policy.onnx", EvalCfg(backend="twin"))
     assert "twin" in result["env"] and result["num_frames"] >= 4
     assert np.isfinite(result["e_g_mpjpe_mm"])

@@ -15,7 +15,7 @@ from asap_training.delta.warm_start import joint_shares, select_joints
 from asap_training.envs import actions as action_path
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
+from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
 
 SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
@@ -23,7 +23,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "poli
 
 def _recording(profile: str) -> RealDataset:
     artifact = load_artifact(SHIPPED)
-    env = TrackingEnv(eval_env_cfg(artifact, None, "nominal"))
+    env = TrackingEnv(eval_env_cfg(artifact))
     trajectory = rollout_twin(artifact, env, profile).trajectory
     return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
@@ -91,7 +91,7 @@ def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tu
     # fine-tuning: the frozen πΔ's output reaches the same function, with the action about to be applied
     model_path = _constant_delta_model(tmp_path, ds, value=0.1)
     parent = load_artifact(SHIPPED)
-    cfg = eval_env_cfg(parent, None, "nominal", physics_hz=500)
+    cfg = eval_env_cfg(parent, EvalCfg(physics_hz=500))
     cfg.actions.delta_action = "asap_training.delta.model:FrozenDelta"
     cfg.actions.delta_action_args = {"path": str(model_path)}
     tracking = TrackingEnv(cfg)

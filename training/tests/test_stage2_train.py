@@ -12,7 +12,7 @@ import pytest
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.model import DeltaModel
-from asap_training.delta.train import train_delta
+from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg, one_step_targets
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.envs.tracking_env import TrackingEnv
@@ -31,7 +31,7 @@ def weak_ankle_recording(tmp_path_factory) -> RealDataset:
     gap = tmp_path_factory.mktemp("profile") / "tired_ankles_noise_free.yaml"
     gap.write_text('torque_scale: {".*_ankle_.*": 0.65}\n')
     artifact = load_artifact(PARENT / "policy.onnx")
-    env = TrackingEnv(eval_env_cfg(artifact, None, "nominal"))
+    env = TrackingEnv(eval_env_cfg(artifact))
     trajectory = rollout_twin(artifact, env, str(gap)).trajectory
     return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
@@ -48,9 +48,10 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
 ):
     ds = weak_ankle_recording
     parent = load_artifact(PARENT / "policy.onnx")
+    warm = WarmStartCfg(max_samples=96, epochs=150)
     path, sha = train_delta(
-        ds, tmp_path / "delta", delta=ANKLES, iterations=1, num_envs=8, progress=False,
-        warm_start=WarmStartCfg(max_samples=96, epochs=150),
+        ds, tmp_path / "delta", DeltaTrainCfg(iterations=1, num_envs=8, warm_start=warm), delta=ANKLES,
+        progress=False,
     )  # fmt: skip
     model = DeltaModel(path)
     assert model.sha256 == sha and model.meta.dataset_sha256 == ds.sha256
@@ -71,10 +72,9 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
 
 def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_ankle_recording, tmp_path):
     ds, run = weak_ankle_recording, tmp_path / "delta"
-    path, sha = train_delta(
-        ds, run, delta=ANKLES, iterations=4, num_envs=8, progress=False,
-        warm_start=WarmStartCfg(max_samples=96, epochs=150), critic_warmup=2, select_every=1,
-    )  # fmt: skip
+    cfg = DeltaTrainCfg(iterations=4, num_envs=8, warm_start=WarmStartCfg(max_samples=96, epochs=150),
+                        critic_warmup=2, select_every=1)
+    path, sha = train_delta(ds, run, cfg, delta=ANKLES, progress=False)
     selection = json.loads((run / "selection.json").read_text())
     scores = {int(k): v for k, v in selection["scores"].items()}
     assert sorted(scores) == [0, 1, 2, 3, 4]

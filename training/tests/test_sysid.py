@@ -17,11 +17,11 @@ from asap_training.baselines.sysid import (
     base_profile_dict,
     identify,
     joint_groups,
-    main,
     parameter_space,
     pattern_search,
     profile_dict,
 )
+from asap_training.cli.sysid import main
 from asap_training.robot import POLICY_JOINTS
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
@@ -39,7 +39,7 @@ def soft_legs(tmp_path_factory):
     profile = tmp_path_factory.mktemp("profiles") / "soft_legs.yaml"
     profile.write_text(yaml.safe_dump({"kp_scale": {LEGS: 0.9}}))
     artifact = load_artifact(POLICY)
-    r = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact, None, "nominal")), str(profile))
+    r = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), str(profile))
     return RealDataset((r.trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import torch
@@ -38,10 +37,3 @@ def use_threads(requested: int = 0) -> int:
     _threads = requested or _share_of_cores()
     torch.set_num_threads(_threads)
     return _threads
-
-
-def add_threads_option(parser: argparse.ArgumentParser) -> None:
-    """``--threads`` of every training command line (pass its value to :func:`use_threads`)."""
-    parser.add_argument("--threads", type=int, default=0,
-                        help="CPU threads for physics and torch (default 0: every core, shared among the "
-                        "processes torchrun starts on this machine)")

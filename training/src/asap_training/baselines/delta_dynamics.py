@@ -38,11 +38,9 @@ The correction is learned for one physics rate: the open-loop replays' 0.002 s b
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import pickle
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -57,9 +55,8 @@ from asap_core import g1
 from asap_core.joint_map import JointMap
 from asap_sim.motor import MotorCommand, MotorParams
 from asap_training import quat
-from asap_training.data.dataset import RealDataset, load_dataset_for
+from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
-from asap_training.parallel import add_threads_option, use_threads
 from asap_training.sim.base import SimState, to_numpy
 from asap_training.sim.mujoco_cpu import MujocoCpuSimulator
 
@@ -379,12 +376,15 @@ class DeltaDynCfg:
     lr: float = 1e-3
     weight_decay: float = 1e-4
     hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the residual MLP."""
     clip_sigma: float = 5.0
     profile: str = "nominal"
+    """Dynamics profile of the simulator being corrected."""
     physics_dt: float = 0.002
     """Physics step of the corrected simulator: the twin's 0.002 (open-loop replays) by default; 0.005
     matches stage-1 training and fine-tuning (a model warns when used at another rate)."""
     seed: int = 0
+    """Random seed of the start sampling and the regression."""
 
 
 def _starts(dataset: RealDataset, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -496,67 +496,3 @@ def _regress(
         mean_loss = total / x.shape[0]
     net.eval()
     return mean_loss
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    from asap_training.eval.openloop import open_loop_errors
-
-    p = argparse.ArgumentParser(
-        prog="asap-deltadyn", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--dataset", type=Path, required=True, help="dataset .npz (asap-ingest or a twin rollout)")
-    p.add_argument(
-        "--out", type=Path, required=True, help="model file .pt (training report: .json next to it)"
-    )
-    p.add_argument("--k", type=int, default=5, help="rollout length K of the K-step loss (default 5)")
-    p.add_argument("--rounds", type=int, default=4, help="data aggregation rounds (default 4)")
-    p.add_argument("--epochs", type=int, default=60, help="regression passes per round (default 60)")
-    p.add_argument(
-        "--starts-per-round", type=int, default=512, help="recorded starts per round (default 512)"
-    )
-    p.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP widths (default 256 256)")
-    p.add_argument("--profile", default="nominal", help="dynamics profile of the simulator being corrected")
-    p.add_argument(
-        "--physics-dt", type=float, default=0.002, help="physics step to fit at (0.005: stage-1 fine-tuning)"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    add_threads_option(p)
-    p.add_argument("--no-eval", action="store_true", help="skip the open-loop replay errors before/after")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    use_threads(args.threads)
-    dataset = load_dataset_for("asap-deltadyn", args.dataset)
-    cfg = DeltaDynCfg(
-        k_steps=args.k,
-        rounds=args.rounds,
-        epochs=args.epochs,
-        starts_per_round=args.starts_per_round,
-        hidden=tuple(args.hidden),
-        profile=args.profile,
-        physics_dt=args.physics_dt,
-        seed=args.seed,
-    )
-    t0 = time.monotonic()
-    model, log = train_delta_dynamics(dataset, cfg, progress=not args.quiet)
-    sha = model.save(args.out)
-    report = {
-        "model": str(args.out),
-        "sha256": sha,
-        "meta": asdict(model.meta),
-        "config": asdict(cfg),
-        "rounds": log,
-        "train_wall_s": time.monotonic() - t0,
-    }
-    if not args.no_eval:  # at the rate it was fitted for, with and without the correction
-        rate = {"physics_dt": cfg.physics_dt, "decimation": round(dataset.control_dt / cfg.physics_dt)}
-        report["open_loop_without"] = open_loop_errors(dataset, profile=args.profile, env_overrides=rate)
-        report["open_loop_with"] = open_loop_errors(
-            dataset, profile=args.profile, env_overrides={**rate, **simulator_overrides(args.out)}
-        )
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k not in ("meta", "config")}, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -37,7 +37,6 @@ record of the search::
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import tempfile
@@ -52,10 +51,9 @@ from tqdm import tqdm
 
 from asap_sim.model import BASE_BODY
 from asap_sim.profiles import load_profile
-from asap_training.data.dataset import RealDataset, load_dataset_for
+from asap_training.data.dataset import RealDataset
 from asap_training.eval.metrics import ERROR_METRICS
 from asap_training.eval.openloop import HORIZONS_S, open_loop_errors
-from asap_training.parallel import add_threads_option, use_threads
 
 GROUPINGS = ("family", "limb", "joint")
 LIMBS = {
@@ -98,10 +96,12 @@ class SysidCfg:
     base_profile: str = "nominal"
     """Profile the candidates start from; identified keys replace its values for the identified joints."""
     metric: str = "e_g_mpjpe_mm"
+    """Open-loop error metric to minimise."""
     horizons_s: tuple[float, ...] = HORIZONS_S
     """The objective is the metric's mean over these open-loop horizons."""
     stride_s: float = 0.25
     max_windows: int = 64
+    """Replay windows per evaluation."""
     min_step_fraction: float = 0.125
     """Refinement stops when every step is this fraction of its Table VII step."""
     rel_tol: float = 1e-4
@@ -349,60 +349,3 @@ def identify(
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    p = argparse.ArgumentParser(
-        prog="asap-sysid", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--dataset", type=Path, required=True, help="dataset .npz (asap-ingest or a twin rollout)")
-    p.add_argument(
-        "--out", type=Path, required=True, help="identified profile .yaml (the search record: .json)"
-    )
-    p.add_argument("--max-evals", type=int, default=150, help="open-loop replays to spend (default 150)")
-    p.add_argument(
-        "--groups", choices=GROUPINGS, default="family", help="joint gain grouping (default family)"
-    )
-    p.add_argument(
-        "--extended", action="store_true", help="also identify a torque ratio per group (not in the paper)"
-    )
-    p.add_argument(
-        "--base-profile", default="nominal", help="profile the search starts from (default nominal)"
-    )
-    p.add_argument(
-        "--only", nargs="+", default=[], help="regexes of the parameter names to identify (default: all)"
-    )
-    p.add_argument(
-        "--metric", choices=ERROR_METRICS, default="e_g_mpjpe_mm", help="open-loop metric to minimise"
-    )
-    p.add_argument("--max-windows", type=int, default=64, help="replay windows per evaluation (default 64)")
-    add_threads_option(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    use_threads(args.threads)
-    dataset = load_dataset_for("asap-sysid", args.dataset)
-    cfg = SysidCfg(
-        max_evaluations=args.max_evals,
-        groups=args.groups,
-        extended=args.extended,
-        base_profile=args.base_profile,
-        only=tuple(args.only),
-        metric=args.metric,
-        max_windows=args.max_windows,
-    )
-    result = identify(dataset, args.out, cfg, progress=not args.quiet)
-    changed = {
-        p.name: round(float(v), 4)
-        for p, v in zip(result.params, result.values, strict=True)
-        if v != p.nominal
-    }
-    print(
-        f"{args.out}: open-loop {cfg.metric} "
-        f"{result.objective_before:.2f} -> {result.objective_after:.2f} mm "
-        f"after {result.evaluations} replays ({result.wall_s:.0f} s); changed: {json.dumps(changed)}"
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -17,7 +17,6 @@ graph). ``--quick`` is a few-minute version with smaller budgets (same steps).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -34,8 +33,24 @@ import numpy as np
 import yaml
 
 from asap_core.artifact import load_artifact
-from asap_training.data.dataset import RealDataset
-from asap_training.parallel import add_threads_option, use_threads
+from asap_core.config_options import ConfigParser
+from asap_sim.model import build_model
+from asap_sim.profiles import RANDOM_PREFIX, ProfileError, load_profile, random_profile_dict
+from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
+from asap_training.baselines.sysid import SysidCfg, identify
+from asap_training.cli.common import add_threads
+from asap_training.data.dataset import RealDataset, merge_datasets
+from asap_training.data.ingest import ingest, summary
+from asap_training.delta.train import DeltaTrainCfg, train_delta
+from asap_training.envs.delta_env import DeltaCfg
+from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
+from asap_training.eval.openloop import open_loop_errors
+from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
+from asap_training.eval.suite import write_suite
+from asap_training.motion import G1Kinematics, build_library
+from asap_training.parallel import use_threads
+from asap_training.rl.finetune import FineTuneCfg, fine_tune
+from asap_training.stage2.graph import EpisodeOutcome, GraphClient, GraphError, Progress
 
 GRAPH_ATTEMPTS = 3
 """Fresh graphs tried per episode before the demo gives up."""
@@ -46,26 +61,34 @@ BASELINES = ("sysid", "dr", "deltadyn")
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
 """``training/policies``: shipped stage-1 policies in training-run layout."""
 
+QUICK = {"episodes": 4, "eval_episodes": 3, "delta_iterations": 20, "finetune_iterations": 100}
+"""What ``--quick`` (:meth:`DemoCfg.quick`) changes: fewer episodes, smaller PPO budgets."""
+
 
 @dataclass(kw_only=True)
 class DemoCfg:
     """Budgets and choices of one demo run (defaults: the full run, under 30 min on 2 cores)."""
 
     out: Path = Path("runs/demo")
+    """Output folder: bags, dataset, πΔ, runs, artifacts, report, graph logs."""
     parent: Path = POLICIES / "arm_swing"
     """Stage-1 run directory (params/, model_<it>.pt, policy.onnx)."""
     gap: str = "tired_ankles"
-    """The twin's dynamics profile: the 'real robot' of this sim-to-sim loop."""
+    """The twin's dynamics profile, the 'real robot' of this sim-to-sim loop: a shipped name, a .yaml
+    path or random:<seed>."""
     bringup: str = "sim2sim_lockstep"
-    """Bringup profile of the graph. Lock-step: the twin waits for each command and the nodes run on its
-    clock, so a busy 2-core machine slows the episode down instead of starving the 50 Hz loop (the
-    realtime ``sim2sim`` latches DAMPING on stale LowStates at load ≳ 6 here)."""
+    """Bringup profile of the graph: sim2sim_lockstep, or sim2sim (realtime).
+
+    Lock-step: the twin waits for each command and the nodes run on its clock, so a busy 2-core machine
+    slows the episode down instead of starving the 50 Hz loop (the realtime ``sim2sim`` latches DAMPING
+    on stale LowStates at load ≳ 6 here)."""
     episodes: int = 6
     """Data episodes (with ``excitation``) for πΔ."""
     eval_episodes: int = 4
     """Closed-loop episodes per policy (shipped, fine-tuned), without excitation."""
     excitation: float = 0.2
     """Action noise of the data episodes (normalized units; the policy node's ``action_noise_std``).
+
     Without it every recorded action is a function of the recorded state, and πΔ cannot tell how the
     robot answers other actions (measured on the twin core: a πΔ fitted on noise-free runs lowered the
     1 s open-loop error 145 -> 83 mm, yet the shipped policy, which falls on the gap at 3.2 s, ran the
@@ -76,14 +99,16 @@ class DemoCfg:
     the joints that carry most of the one-step corrections in the data (printed, and recorded in the
     πΔ file), or a subset you name (ASAP's robot πΔ: ``.*_ankle_.*``)."""
     rounds: int = 1
-    """ASAP's iteration: each further round records ``episodes`` data episodes with the policy the
-    round before fine-tuned (with ``excitation``), refits πΔ on all data so far and fine-tunes that
+    """ASAP's iteration: each further round records as many data episodes again with the policy the
+    round before fine-tuned (with the excitation), refits πΔ on all data so far and fine-tunes that
     policy again; the last round's policy is the one evaluated. Baselines use the first round's data."""
     delta_iterations: int = 60
+    """PPO iterations of each πΔ fit."""
     finetune_iterations: int = 200
+    """PPO iterations of each fine-tuning."""
     num_envs: int = 64
     baselines: tuple[str, ...] = ()
-    """Extra fine-tuning baselines for the table, from :data:`BASELINES`: ``sysid`` (identified physics),
+    """Extra fine-tuning baselines for the table (:data:`BASELINES`): ``sysid`` (identified physics),
     ``dr`` (Table VI randomization), ``deltadyn`` (learned residual dynamics)."""
     sysid_evaluations: int = 150
     """Open-loop replays the SysID search may use."""
@@ -92,14 +117,12 @@ class DemoCfg:
     starts cost more than they teach)."""
     episode_timeout_s: float = 120.0
     seed: int = 0
+    """Seeds the twin's noise, the excitation and training: a run is reproducible."""
 
     @classmethod
-    def quick(cls, **overrides: object) -> DemoCfg:
-        """The few-minute variant: fewer episodes, smaller PPO budgets."""
-        return cls(
-            **{"episodes": 4, "eval_episodes": 3, "delta_iterations": 20, "finetune_iterations": 100,
-               **overrides}
-        )
+    def quick(cls) -> DemoCfg:
+        """The few-minute variant (:data:`QUICK`)."""
+        return replace(cls(), **QUICK)
 
 
 def step(k: int, text: str) -> None:
@@ -154,7 +177,6 @@ def record(
     One graph per episode, retried on a fresh graph when one stalls: here the lock-step clock stopped
     right after a ``/sim/reset`` in 2 of ~10 episodes (twin waiting for a command, node waiting for
     the clock; root cause not found yet), on a reused graph and once on a fresh one."""
-    from asap_training.stage2.graph import GraphError, Progress
 
     def progress(p: Progress) -> None:
         if p.stage in ("ramp", "policy"):
@@ -184,12 +206,10 @@ def _one_episode(
     policy: Path,
     push: Path | None,
     log: str,
-    progress: Callable,
+    progress: Callable[[Progress], None],
     sim_seed: int,
     action_noise: float,
-) -> object:
-    from asap_training.stage2.graph import GraphClient
-
+) -> EpisodeOutcome:
     with sim2sim_graph(cfg, policy, log, sim_seed, action_noise), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
         if push is not None:
@@ -203,11 +223,6 @@ def _one_episode(
 
 def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, list]:
     """Table IV row of recorded episodes: each episode's longest POLICY segment against the motion."""
-    from asap_sim.model import build_model
-    from asap_training.data.ingest import ingest
-    from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
-    from asap_training.motion import G1Kinematics, build_library
-
     artifact = load_artifact(artifact_path)
     kin = G1Kinematics(build_model())
     motions = build_library([artifact.metadata.motion.name], kin, artifact.metadata.joint_names)
@@ -222,8 +237,6 @@ def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, 
 def describe_gap(cfg: DemoCfg) -> str:
     """Check the gap before any graph starts (a bad name fails here, not in the twin's log) and return
     its description; a random gap is also written to ``<out>/gap.yaml``, to read or reuse by path."""
-    from asap_sim.profiles import RANDOM_PREFIX, ProfileError, load_profile, random_profile_dict
-
     try:
         profile = load_profile(cfg.gap)
     except ProfileError as exc:
@@ -238,10 +251,6 @@ def describe_gap(cfg: DemoCfg) -> str:
 
 def run(cfg: DemoCfg) -> Path:
     """The seven steps; returns the report path."""
-    from asap_training.data.dataset import merge_datasets
-    from asap_training.data.ingest import ingest, summary
-    from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
-
     t_start = time.monotonic()
     out = cfg.out
     parent_onnx = cfg.parent / "policy.onnx"
@@ -341,19 +350,10 @@ class RoundFit:
 
 def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str) -> RoundFit:
     """Steps 4 and 5 of one round: fit πΔ on ``dataset`` and fine-tune ``parent`` with it frozen."""
-    from asap_training.delta.train import train_delta
-    from asap_training.delta.warm_start import WarmStartCfg
-    from asap_training.envs.delta_env import DeltaCfg
-    from asap_training.eval.openloop import open_loop_errors
-    from asap_training.eval.report import open_loop_table
-    from asap_training.rl.finetune import FineTuneCfg, fine_tune
-
     step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
     delta_dir = cfg.out / f"delta{tag}"
-    delta_path, _ = train_delta(
-        dataset, delta_dir, delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
-        num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
-    )  # fmt: skip
+    budget = DeltaTrainCfg(iterations=cfg.delta_iterations, num_envs=cfg.num_envs, seed=cfg.seed)
+    delta_path, _ = train_delta(dataset, delta_dir, budget, delta=DeltaCfg(joints=cfg.delta_joints))
     selection = json.loads((delta_dir / "selection.json").read_text())
     scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
     print(f"πΔ kept from iteration {selection['chosen_iteration']} ({selection['metric']} by iteration: "
@@ -375,8 +375,6 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
 
 def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
     """The demo on each gap (``<out>/<gap>/``), then one table and plot over all of them (``suite.md``)."""
-    from asap_training.eval.suite import write_suite
-
     reports = {}
     for k, gap in enumerate(gaps, 1):
         label = Path(gap).stem if gap.endswith(".yaml") else gap
@@ -390,11 +388,6 @@ def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
 
 def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict) -> dict[str, Path]:
     """Fine-tune each requested baseline with the same data and budget; adds their open-loop rows."""
-    from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
-    from asap_training.baselines.sysid import SysidCfg, identify
-    from asap_training.eval.openloop import open_loop_errors
-    from asap_training.rl.finetune import FineTuneCfg, fine_tune
-
     artifacts = {}
     for name in cfg.baselines:
         run_dir, out = cfg.out / f"finetune_{name}", cfg.out / f"policy_{name}.onnx"
@@ -421,57 +414,37 @@ def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: d
     return artifacts
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    p = argparse.ArgumentParser(
-        prog="asap-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--quick", action="store_true", help="the few-minute variant (smaller budgets)")
-    p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)")
-    p.add_argument(
-        "--gap",
-        help="twin dynamics profile: a shipped name, a .yaml path or random:<seed> (default tired_ankles)",
-    )
-    p.add_argument("--episodes", type=int, help="data episodes (with action noise) for πΔ")
-    p.add_argument("--eval-episodes", type=int, help="closed-loop episodes per policy, before and after")
-    p.add_argument("--excitation", type=float, help="action noise of the data episodes (default 0.2)")
-    p.add_argument(
-        "--bringup", help="bringup profile of the graph (default sim2sim_lockstep; sim2sim: realtime)"
-    )
-    p.add_argument(
-        "--seed", type=int,
-        help="seeds the twin's noise, the excitation and training (default 0; a run is reproducible)",
-    )  # fmt: skip
-    p.add_argument(
-        "--delta-joints", nargs="+",
-        help="regexes of the joints πΔ corrects, or 'auto' (chosen from the data); default: every joint",
-    )  # fmt: skip
-    p.add_argument("--rounds", type=int, help="ASAP iterations: collect, refit πΔ, fine-tune (default 1)")
-    p.add_argument("--delta-iterations", type=int)
-    p.add_argument("--finetune-iterations", type=int)
-    p.add_argument(
-        "--baselines", nargs="*", default=[], choices=BASELINES,
-        help="also fit and fine-tune these baselines with the same data and budget",
-    )  # fmt: skip
+def parser() -> ConfigParser:
+    """The options of ``asap-demo``."""
+    p = ConfigParser("asap-demo", __doc__)
+    quick = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items())
+    p.add_argument("--quick", action="store_true", help=f"the few-minute variant: {quick}")
+    p.field(DemoCfg, "out")
+    p.field(DemoCfg, "gap")
+    p.field(DemoCfg, "episodes")
+    p.field(DemoCfg, "eval_episodes")
+    p.field(DemoCfg, "excitation")
+    p.field(DemoCfg, "bringup")
+    p.field(DemoCfg, "seed")
+    p.field(DemoCfg, "delta_joints")
+    p.field(DemoCfg, "rounds")
+    p.field(DemoCfg, "delta_iterations")
+    p.field(DemoCfg, "finetune_iterations")
+    p.field(DemoCfg, "baselines", nargs="*", choices=BASELINES)
     p.add_argument(
         "--suite", nargs="+", metavar="GAP",
         help="run the demo on each of these gaps (into <out>/<gap>) and write suite.md/.json/.png over all",
     )  # fmt: skip
-    add_threads_option(p)
+    add_threads(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``asap-demo``."""
+    p = parser()
     args = p.parse_args(argv)
     use_threads(args.threads)
-    overrides = {
-        k: v
-        for k, v in {
-            "out": args.out, "gap": args.gap, "episodes": args.episodes, "bringup": args.bringup,
-            "eval_episodes": args.eval_episodes, "excitation": args.excitation,
-            "delta_iterations": args.delta_iterations, "finetune_iterations": args.finetune_iterations,
-            "baselines": tuple(args.baselines), "seed": args.seed, "rounds": args.rounds,
-            "delta_joints": tuple(args.delta_joints) if args.delta_joints else None,
-        }.items()
-        if v is not None
-    }  # fmt: skip
-    cfg = DemoCfg.quick(**overrides) if args.quick else DemoCfg(**overrides)
+    cfg = p.config(args, DemoCfg, DemoCfg.quick() if args.quick else None)
     print(f"asap-demo: {json.dumps({k: str(v) for k, v in asdict(cfg).items()})}", flush=True)
     if args.suite:
         run_suite(cfg, args.suite)

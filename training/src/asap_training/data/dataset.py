@@ -184,14 +184,6 @@ class RealDataset:
         )
 
 
-def load_dataset_for(prog: str, path: Path) -> RealDataset:
-    """A command's ``--dataset``: the dataset, or exit with the reason it could not be read."""
-    try:
-        return RealDataset.load(path)
-    except (OSError, ValueError, KeyError) as exc:
-        raise SystemExit(f"{prog}: cannot read dataset {path}: {exc}") from None
-
-
 def merge_datasets(parts: Sequence[RealDataset]) -> RealDataset:
     """One dataset of several (e.g. ASAP's rounds: each recorded with the policy the round before
     fine-tuned). πΔ models the robot's answer to any (state, action), so the policies may differ; the

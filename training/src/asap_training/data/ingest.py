@@ -14,15 +14,13 @@ rate other than the artifact's, a policy artifact or robot variant (``LowState.m
 changes within or between episodes or differs from the one given::
 
     asap-ingest episodes/2026*_kick --artifact policy.onnx --out data/kick.npz
-    python -m asap_training.data.ingest episodes/ep1 --mode-machine 5 --out data/ep1.npz
+    asap-ingest episodes/ep1 --mode-machine 5 --out data/ep1.npz
 
 Bags are read through the ROS-free ``asap_logger.reader`` (ROS is not needed to ingest).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from asap_core import g1
-from asap_core.artifact import ArtifactError, PolicyArtifact, load_artifact
+from asap_core.artifact import PolicyArtifact, load_artifact
 from asap_core.modes import Mode
 from asap_logger.errors import BagError, ClockJumpError, SequenceGapError
 from asap_logger.reader import Episode, TopicNames, match_ticks, open_episode
@@ -54,6 +52,10 @@ class IngestError(ValueError):
 class IngestCfg:
     """How strict ingest is, and where it finds the streams."""
 
+    mode_machine: int | None = None
+    """Refuse episodes of another robot variant (LowState.mode_machine); None: the bags must agree."""
+    min_steps: int = 10
+    """Drop segments shorter than this many ticks (at least 2: a transition needs two)."""
     rate_tolerance: float = 0.05
     """Allowed relative difference between the recorded policy period and the artifact's control_dt."""
     max_odometry_offset_s: float = 0.01
@@ -84,18 +86,16 @@ class EpisodeRows:
 def ingest(
     bags: Sequence[str | Path],
     artifact: PolicyArtifact | str | Path | None = None,
-    *,
-    mode_machine: int | None = None,
-    min_steps: int = 10,
     cfg: IngestCfg | None = None,
 ) -> RealDataset:
     """Build the dataset of ``bags`` (episode directories or .mcap files); raises :class:`IngestError`.
 
     ``artifact`` (the policy that ran, or its path) pins the sha256, the control period and the action
     joint order; without it they come from the bags, the joints assumed :data:`ASSUMED_JOINTS`.
-    ``mode_machine`` pins the robot variant. Segments shorter than ``min_steps`` ticks are dropped.
+    ``cfg.mode_machine`` pins the robot variant; segments shorter than ``cfg.min_steps`` are dropped.
     """
     cfg = cfg or IngestCfg()
+    min_steps = cfg.min_steps
     if not bags:
         raise IngestError("<no bags>", "nothing to ingest", "name at least one episode bag")
     if min_steps < 2:
@@ -103,7 +103,7 @@ def ingest(
     if isinstance(artifact, str | Path):
         artifact = load_artifact(artifact)
     episodes = [read_episode(bag, cfg) for bag in bags]
-    _check_across(episodes, artifact, mode_machine)
+    _check_across(episodes, artifact, cfg.mode_machine)
     control_dt = _control_dt(episodes, artifact, cfg.rate_tolerance)
     joints = _action_joints(episodes[0], artifact)
     kept = tuple(s for e in episodes for s in e.segments if s.num_steps >= min_steps)
@@ -373,37 +373,3 @@ def summary(dataset: RealDataset) -> str:
         )
     lines.append(f"dataset sha256 {dataset.sha256[:12]}")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point; exits 2 with the reason when an episode is refused."""
-    p = argparse.ArgumentParser(
-        prog="asap-ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("bags", nargs="+", type=Path, help="episode bag directories (or .mcap files)")
-    p.add_argument(
-        "--artifact",
-        type=Path,
-        help="the policy .onnx that ran: checks its sha256 and control_dt, gives the action joint order "
-        "(without it the 23 asap joints are assumed)",
-    )
-    p.add_argument(
-        "--mode-machine", type=int, help="refuse episodes of another robot variant (LowState.mode_machine)"
-    )
-    p.add_argument(
-        "--min-steps", type=int, default=10, help="drop segments shorter than this many ticks (default 10)"
-    )
-    p.add_argument("--out", type=Path, required=True, help="dataset file to write (.npz)")
-    args = p.parse_args(argv)
-    try:
-        dataset = ingest(args.bags, args.artifact, mode_machine=args.mode_machine, min_steps=args.min_steps)
-    except (IngestError, ArtifactError) as exc:
-        print(f"asap-ingest: refused: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    path = dataset.save(args.out)
-    print(summary(dataset))
-    print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()

@@ -20,15 +20,13 @@ iterations) -> 32.2 mm (30) with it frozen and 5 critic-only iterations first.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from asap_core.artifact import sha256_of
-from asap_training.data.dataset import RealDataset, load_dataset_for
+from asap_training.data.dataset import RealDataset
 from asap_training.delta.model import DeltaModelMeta, export_delta_model
 from asap_training.delta.warm_start import (
     AUTO_JOINTS,
@@ -39,7 +37,6 @@ from asap_training.delta.warm_start import (
 )
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.eval.openloop import open_loop_errors
-from asap_training.parallel import add_threads_option, use_threads
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner, train
 
@@ -52,26 +49,44 @@ def delta_ppo_cfg(iterations: int) -> PpoCfg:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeltaTrainCfg:
+    """The πΔ fit: budget, the simulator it corrects, warm start and model selection."""
+
+    iterations: int = 200
+    """PPO iterations."""
+    num_envs: int = 64
+    """Parallel open-loop replays."""
+    profile: str = "nominal"
+    """Dynamics profile of the simulator being corrected."""
+    seed: int = 0
+    """Random seed of the replays and the networks."""
+    warm_start: WarmStartCfg | None = field(default_factory=WarmStartCfg)
+    """Warm start: PPO starts from the actor regressed onto one-step targets. Off (None): from a
+    zero-initialized πΔ, the paper's way, which needs far more samples than 2 cores give."""
+    critic_warmup: int = 5
+    """With a warm start, the first this many iterations update only the critic."""
+    select_every: int = 5
+    """Score πΔ by its open-loop error every this many iterations (and at the start) and keep the best
+    (0: keep the last)."""
+
+
 def train_delta(
     dataset: RealDataset,
     run_dir: Path,
+    cfg: DeltaTrainCfg | None = None,
     *,
     delta: DeltaCfg | None = None,
     ppo: PpoCfg | None = None,
-    iterations: int = 200,
-    num_envs: int = 64,
-    profile: str = "nominal",
-    seed: int = 0,
     progress: bool = True,
     resume: bool = False,
-    warm_start: WarmStartCfg | None = None,
-    select_every: int = 5,
-    critic_warmup: int = 5,
 ) -> tuple[Path, str]:
     """Train πΔ in the delta env (continuing ``run_dir``'s latest checkpoint if ``resume``) and export the
-    πΔ with the lowest open-loop error among the start and every ``select_every``-th iteration (0: the
-    last one); returns (``delta.onnx`` path, its sha256). With a ``warm_start``, the first
-    ``critic_warmup`` iterations update only the critic."""
+    πΔ with the lowest open-loop error among the start and every ``cfg.select_every``-th iteration (0: the
+    last one); returns (``delta.onnx`` path, its sha256)."""
+    cfg = cfg or DeltaTrainCfg()
+    iterations, profile, warm_start = cfg.iterations, cfg.profile, cfg.warm_start
+    select_every, critic_warmup = cfg.select_every, cfg.critic_warmup
     delta = delta or DeltaCfg()
     shares: dict[str, float] = {}
     if delta.joints == AUTO_JOINTS:
@@ -81,7 +96,7 @@ def train_delta(
               f"{', '.join(j.replace(chr(92), '') for j in delta.joints)}; shares "
               f"{', '.join(f'{j} {v:.0%}' for j, v in ranked[:8])}...", flush=True)  # fmt: skip
     ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
-    env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=profile, seed=seed)
+    env_cfg = delta_env_cfg(dataset, num_envs=cfg.num_envs, profile=profile, seed=cfg.seed)
     env = DeltaEnv(env_cfg, dataset, delta)
     meta = replace(_meta(dataset, delta, env, profile), joint_shares=shares)
     path = run_dir / "delta.onnx"
@@ -169,58 +184,3 @@ def _meta(dataset: RealDataset, delta: DeltaCfg, env: DeltaEnv, profile: str) ->
         dataset_sha256=dataset.sha256,
         profile=profile,
     )
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    p = argparse.ArgumentParser(
-        prog="asap-delta", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--dataset", type=Path, required=True, help="dataset .npz from asap-ingest")
-    p.add_argument("--run-dir", type=Path, required=True, help="output directory (outside git)")
-    p.add_argument("--iterations", type=int, default=200, help="PPO iterations (default 200)")
-    p.add_argument("--num-envs", type=int, default=64, help="parallel replays (default 64)")
-    p.add_argument("--horizon", type=float, default=1.0, help="open-loop episode length, s (default 1.0)")
-    p.add_argument(
-        "--joints", nargs="+", default=[".*"],
-        help="regexes of the action joints Δa may change, or 'auto': chosen from the data (default: all)",
-    )  # fmt: skip
-    p.add_argument("--profile", default="nominal", help="dynamics profile of the simulator being corrected")
-    p.add_argument(
-        "--select-every", type=int, default=5,
-        help="score πΔ by its open-loop error every N iterations and keep the best (0: keep the last)",
-    )  # fmt: skip
-    p.add_argument(
-        "--no-warm-start", action="store_true",
-        help="PPO from a zero-initialized πΔ (the paper's way; needs far more samples than 2 cores give)",
-    )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
-    add_threads_option(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    use_threads(args.threads)
-    dataset = load_dataset_for("asap-delta", args.dataset)
-    path, sha = train_delta(
-        dataset,
-        args.run_dir,
-        delta=DeltaCfg(horizon_s=args.horizon, joints=tuple(args.joints)),
-        iterations=args.iterations,
-        num_envs=args.num_envs,
-        profile=args.profile,
-        seed=args.seed,
-        progress=not args.quiet,
-        select_every=args.select_every,
-        warm_start=None if args.no_warm_start else WarmStartCfg(),
-    )
-    report = {
-        "delta_model": str(path),
-        "sha256": sha,
-        "without_delta": open_loop_errors(dataset, profile=args.profile),
-        "with_delta": open_loop_errors(dataset, profile=args.profile, delta_model=path),
-    }
-    (args.run_dir / "open_loop.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -152,15 +152,23 @@ class DomainRandCfg:
     init_noise: float = 0.0
     """ASAP's ``noise_to_initial_level``: 0 in pre-training, 1 when fine-tuning."""
 
+    @classmethod
+    def off(cls) -> DomainRandCfg:
+        """No randomization: every item disabled (evaluation, ``asap-train --no-dr``)."""
+        return cls(friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None)
+
 
 @dataclass(kw_only=True)
 class TrackingEnvCfg:
     """The whole tracking MDP."""
 
     num_envs: int = 64
+    """Parallel envs (per process under torchrun)."""
     motions: tuple[str, ...] = ("arm_swing",)
-    """Shipped clip names or paths (.pkl/.npz/.csv); see :func:`asap_training.motion.load_clips`. Clips are
-    grounded (lowest foot on the floor) before use: ASAP's retargeted clips float ~10 cm."""
+    """Shipped clip names (arm_swing, squat, side_step, kick) or .pkl/.npz/.csv paths.
+
+    See :func:`asap_training.motion.load_clips`. Clips are grounded (lowest foot on the floor) before use:
+    ASAP's retargeted clips float ~10 cm."""
     profile: str = "nominal"
     """asap_sim dynamics profile the physics is built with."""
     physics_dt: float = 0.005
@@ -177,6 +185,7 @@ class TrackingEnvCfg:
     """CPU threads stepping physics (0: the process's ``--threads``, else every core). Trajectories do not
     depend on it."""
     seed: int = 0
+    """Random seed (the envs'; under torchrun each process adds its rank)."""
     random_start: bool = True
     """Reference-state init at a uniform random motion time (ASAP's RSI); False: start every episode at 0."""
     observations: ObservationCfg = field(default_factory=ObservationCfg)

@@ -44,8 +44,10 @@ class DeltaCfg:
     horizon_s: float = 1.0
     """Open-loop episode length (ASAP: 1.0 s, best closed-loop result in the paper's ablation)."""
     joints: tuple[str, ...] = (".*",)
-    """Regexes over the action joints Δa may change; others get Δa = 0 (e.g. ``(".*_ankle_.*",)``
-    for the 4-DoF ankle model ASAP fitted on hardware). ``("auto",)``: chosen from the data by
+    """Regexes over the action joints Δa may change (others get Δa = 0), or ``auto``: chosen from the
+    data.
+
+    E.g. ``(".*_ankle_.*",)`` for the 4-DoF ankle model ASAP fitted on hardware. ``("auto",)``: chosen by
     :func:`asap_training.delta.warm_start.choose_joints` (the paper's full-body πΔ needs no choice; a
     subset helps where data are scarce, as on ASAP's robot)."""
     auto_coverage: float = 0.8
@@ -113,9 +115,7 @@ def delta_env_cfg(
         curriculum=CurriculumCfg(
             penalty_scale=1.0, penalty_degree=0.0, soft_dof_pos=0.95, soft_dof_vel=0.95, soft_torque=0.95
         ),
-        domain_rand=DomainRandCfg(
-            friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None
-        ),
+        domain_rand=DomainRandCfg.off(),
     )
 
 

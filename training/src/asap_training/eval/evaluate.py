@@ -17,11 +17,10 @@ Writes the metrics of :mod:`asap_training.eval.metrics` as JSON and a plot::
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -41,6 +40,20 @@ from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
 
 
+@dataclass(frozen=True, kw_only=True)
+class EvalCfg:
+    """What a policy is evaluated on, and where."""
+
+    motion: str | None = None
+    """Clip name or motion file; None: the artifact's motion."""
+    profile: str = "nominal"
+    """asap_sim dynamics profile: a shipped name or a YAML path."""
+    backend: Literal["env", "twin"] = "env"
+    """env: the training env; twin: the twin's ROS-free core ticked like the node."""
+    physics_hz: float = 200.0
+    """Physics rate of the env backend; training uses 200, the twin runs 500."""
+
+
 @dataclass(frozen=True)
 class Rollout:
     """Recorded points of a closed-loop rollout."""
@@ -54,25 +67,23 @@ class Rollout:
     """What the policy observed and applied each tick (twin rollouts): a stage-2 dataset trajectory."""
 
 
-def eval_env_cfg(
-    artifact: PolicyArtifact, motion: str | None, profile: str, physics_hz: float = 200.0
-) -> TrackingEnvCfg:
-    """A deterministic single-env config matching the artifact's contract, at a chosen physics rate."""
+def eval_env_cfg(artifact: PolicyArtifact, cfg: EvalCfg | None = None) -> TrackingEnvCfg:
+    """A deterministic single-env config matching the artifact's contract, on ``cfg``'s motion, profile
+    and physics rate."""
+    cfg = cfg or EvalCfg()
     meta = artifact.metadata
-    decimation = round(physics_hz * meta.control_dt)
+    decimation = round(cfg.physics_hz * meta.control_dt)
     return TrackingEnvCfg(
         physics_dt=meta.control_dt / decimation,
         decimation=decimation,
         num_envs=1,
-        motions=(motion or meta.motion.name,),
-        profile=profile,
+        motions=(cfg.motion or meta.motion.name,),
+        profile=cfg.profile,
         random_start=False,
         joint_names=tuple(meta.joint_names),
         observations=ObservationCfg(history=max(t.history for t in meta.observation.terms), noise={}),
         terminations=TerminationCfg(far_threshold=1e9, far_curriculum=False),
-        domain_rand=DomainRandCfg(
-            friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None
-        ),
+        domain_rand=DomainRandCfg.off(),
     )
 
 
@@ -182,19 +193,13 @@ def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def evaluate(
-    artifact_path: Path,
-    motion: str | None,
-    profile: str,
-    out_dir: Path | None,
-    physics_hz: float = 200.0,
-    backend: str = "env",
-) -> dict:
-    """Evaluate and (optionally) write ``eval.json`` and ``eval.png``; returns the JSON dict."""
+def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> dict:
+    """Evaluate and (with ``out_dir``) write ``eval.json`` and ``eval.png``; returns the JSON dict."""
     artifact = load_artifact(artifact_path)
-    env = TrackingEnv(eval_env_cfg(artifact, motion, profile, physics_hz))
+    profile = cfg.profile
+    env = TrackingEnv(eval_env_cfg(artifact, cfg))
     _check_contract(env, artifact)
-    if backend == "twin":
+    if cfg.backend == "twin":
         r = rollout_twin(artifact, env, profile)
         where = "twin core (asap_sim.twin, 500 Hz) ticked by asap_core.control.LoadedPolicy"
     else:
@@ -217,33 +222,3 @@ def evaluate(
         (out_dir / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
         plot(r, m, f"{result['policy']} on {result['motion']} ({profile})", out_dir / "eval.png")
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    p = argparse.ArgumentParser(
-        prog="asap-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("artifact", type=Path, help="policy .onnx (asap_core artifact)")
-    p.add_argument("--motion", help="clip name or motion file (default: the artifact's motion)")
-    p.add_argument("--profile", default="nominal", help="asap_sim dynamics profile name or YAML path")
-    p.add_argument(
-        "--backend",
-        choices=("env", "twin"),
-        default="env",
-        help="env: the training env; twin: the twin's ROS-free core ticked like the node",
-    )
-    p.add_argument(
-        "--physics-hz",
-        type=float,
-        default=200.0,
-        help="physics rate of the env backend; training uses 200, the twin runs 500",
-    )
-    p.add_argument("--out", type=Path, help="folder for eval.json and eval.png (default: print only)")
-    args = p.parse_args(argv)
-    result = evaluate(args.artifact, args.motion, args.profile, args.out, args.physics_hz, args.backend)
-    print(json.dumps(result, indent=2))
-
-
-if __name__ == "__main__":
-    main()

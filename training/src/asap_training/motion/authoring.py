@@ -12,20 +12,17 @@ The clips the package ships (``asap_training/motion/clips/*.npz``) are regenerat
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 
 import mujoco
 import numpy as np
 
 from asap_core import g1
-from asap_sim.model import build_model, standing_base_height
+from asap_sim.model import standing_base_height
 from asap_training import quat
 from asap_training.motion.clip import MotionClip
-from asap_training.motion.formats import save_clip
 from asap_training.motion.kinematics import G1Kinematics
 from asap_training.robot import FEET
 
@@ -66,12 +63,20 @@ def _ease(keys: Sequence[Keyframe], t: float, get: callable) -> np.ndarray:
     return a + (b - a) * 0.5 * (1.0 - np.cos(np.pi * s))
 
 
+@dataclass(frozen=True, kw_only=True)
+class AuthorCfg:
+    """How the clips are sampled."""
+
+    fps: float = 50.0
+    """Frame rate of the written clips."""
+
+
 class ClipAuthor:
     """Turns keyframes into a :class:`MotionClip` on a G1 model."""
 
-    def __init__(self, model: mujoco.MjModel, fps: float = 50.0) -> None:
+    def __init__(self, model: mujoco.MjModel, cfg: AuthorCfg | None = None) -> None:
         """Standing pose: default joint angles, pelvis at the height that puts the soles on the floor."""
-        self.model, self.fps = model, fps
+        self.model, self.fps = model, (cfg or AuthorCfg()).fps
         self.kin = G1Kinematics(model)
         self.data = mujoco.MjData(model)
         self.upper = tuple(n for n in g1.names("asap23") if n not in LEG_JOINTS)
@@ -227,31 +232,3 @@ CLIPS: Mapping[str, tuple[Keyframe, ...]] = MappingProxyType(
     }
 )
 """The clips the package ships."""
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``asap-author``: regenerate the shipped clips (or some of them) as ``.npz``."""
-    parser = argparse.ArgumentParser(
-        prog="asap-author", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--clip", action="append", choices=sorted(CLIPS), help="clip to author (repeatable; default: all)"
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path(__file__).parent / "clips",
-        help="output folder (default: the package's clips folder)",
-    )
-    parser.add_argument("--fps", type=float, default=50.0, help="frame rate of the written clips")
-    args = parser.parse_args(argv)
-    author = ClipAuthor(build_model(timestep=0.005), args.fps)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.clip or sorted(CLIPS):
-        clip = author.author(name, CLIPS[name])
-        save_clip(clip, args.out / f"{name}.npz")
-        print(f"{name}: {clip.num_frames} frames, {clip.duration_s:.2f} s -> {args.out / (name + '.npz')}")
-
-
-if __name__ == "__main__":
-    main()

@@ -12,6 +12,7 @@ class PpoCfg:
 
     num_steps_per_env: int = 24
     max_iterations: int = 1000
+    """Total PPO iterations (a resumed run counts those already done)."""
     save_interval: int = 50
     """Checkpoint every this many iterations (and at the end)."""
     hidden_dims: tuple[int, ...] = (512, 256, 128)

@@ -9,12 +9,11 @@ observation normalizer; the file is validated by the same loader the policy node
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
 from asap_core.artifact import Motion, PolicyMetadata, Provenance, export_torch_policy, load_artifact
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.rl.train import TrackingRunner
 
 
 def policy_metadata(
@@ -42,47 +41,16 @@ def policy_metadata(
 
 
 def export_runner(
-    runner: object,
+    runner: TrackingRunner,
     path: Path,
     run_name: str = "",
     name: str | None = None,
     provenance: Provenance | None = None,
 ) -> str:
-    """Export a :class:`asap_training.rl.train.TrackingRunner`'s actor; returns the artifact's sha256."""
-    env: TrackingEnv = runner.tracking_env
+    """Export the runner's actor; returns the artifact's sha256."""
+    env = runner.tracking_env
     module = runner.alg.get_policy().as_onnx(verbose=False)
     meta = policy_metadata(env, name or f"asap_{env.motions.motions[0].name}", run_name, provenance)
     sha = export_torch_policy(path, module.cpu(), meta)
     load_artifact(path)  # the node's loader: refuse to hand out a file it would reject
     return sha
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
-    from asap_training.rl.vecenv import RslRlVecEnv
-
-    p = argparse.ArgumentParser(
-        prog="asap-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--run-dir", type=Path, required=True, help="training run directory")
-    p.add_argument("--checkpoint", type=Path, help="checkpoint file (default: the latest in --run-dir)")
-    p.add_argument("--out", type=Path, help="artifact path (default <run-dir>/policy.onnx)")
-    p.add_argument("--name", help="policy name in the metadata (default asap_<motion>)")
-    args = p.parse_args(argv)
-    env_cfg, ppo_cfg = read_params(args.run_dir)
-    env_cfg.num_envs = 1
-    checkpoint = args.checkpoint or latest_checkpoint(args.run_dir)
-    if checkpoint is None:
-        raise SystemExit(f"no model_*.pt in {args.run_dir}")
-    runner = TrackingRunner(
-        RslRlVecEnv(TrackingEnv(env_cfg)), ppo_cfg.to_rsl_rl(), log_dir=None, progress=False
-    )
-    runner.load(str(checkpoint))
-    out = args.out or args.run_dir / "policy.onnx"
-    sha = export_runner(runner, out, run_name=f"{args.run_dir.name}/{Path(checkpoint).name}", name=args.name)
-    print(f"{out}: sha256 {sha}")
-
-
-if __name__ == "__main__":
-    main()

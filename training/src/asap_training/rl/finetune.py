@@ -7,7 +7,7 @@ into a new run directory and continues for ``--iterations`` with one correction 
 - ``--delta delta.onnx``: ASAP, the frozen πΔ in the action path (a_sim = a + πΔ(s, a));
 - ``--profile identified.yaml``: SysID, the simulator built with identified physics;
 - ``--table-vi-dr``: DR, the paper's full Table VI randomization;
-- ``--simulator module:Class``: any simulator backend, e.g. a learned residual-dynamics one.
+- ``FineTuneCfg.simulator`` (from Python): any simulator backend, e.g. a learned residual-dynamics one.
 
 As in ASAP's fine-tuning config, pushes and the motion-far termination are off and the initial-state
 noise is on. The exported artifact's provenance names the parent, the dataset and the delta model.
@@ -18,16 +18,13 @@ noise is on. The exported artifact's provenance names the parent, the dataset an
 
 from __future__ import annotations
 
-import argparse
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from asap_core.artifact import Provenance, load_artifact
 from asap_training.delta.model import DeltaModel
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
-from asap_training.parallel import add_threads_option, use_threads
 from asap_training.rl.export import export_runner
 from asap_training.rl.train import latest_checkpoint, read_params, train
 
@@ -37,20 +34,27 @@ class FineTuneCfg:
     """The budget and the simulator correction (at most one of delta / profile / DR / simulator)."""
 
     iterations: int = 100
+    """PPO iterations added to the parent's."""
     num_envs: int | None = None
-    """None: the parent's."""
+    """Parallel envs; None: the parent's."""
     delta_model: Path | None = None
+    """ASAP: the frozen delta-action model πΔ (from asap-delta) in the action path."""
     profile: str | None = None
-    """None: the parent's (nominal)."""
+    """SysID: the dynamics profile (a name or an identified YAML) to fine-tune in; None: the parent's."""
     table_vi_dr: bool = False
+    """DR baseline: the paper's full Table VI randomization."""
     simulator: str | None = None
+    """Any simulator backend (``module:Class``), e.g. a learned residual-dynamics one."""
     simulator_args: dict = field(default_factory=dict)
     init_noise: float = 1.0
+    """Initial-state noise level (ASAP's ``noise_to_initial_level`` when fine-tuning)."""
     random_start: bool | None = None
     """Reference-state init at random motion times; None: the parent's. False keeps fine-tuning on the
     states the recorded episodes visited (from the motion start), where πΔ was fitted."""
     seed: int = 0
+    """Random seed of the envs and the networks."""
     dataset_sha256: str = ""
+    """Provenance: the dataset the correction was fitted on (asap-finetune: the delta model's, if empty)."""
 
 
 def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg:
@@ -107,45 +111,3 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
         delta_model_sha256=DeltaModel(cfg.delta_model).sha256 if cfg.delta_model else "",
     )
     return export_runner(runner, out, provenance=provenance)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    p = argparse.ArgumentParser(
-        prog="asap-finetune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument(
-        "--parent", type=Path, required=True, help="stage-1 run dir (e.g. training/policies/arm_swing)"
-    )
-    p.add_argument("--run-dir", type=Path, required=True, help="output run directory (outside git)")
-    p.add_argument("--out", type=Path, help="artifact path (default <run-dir>/policy.onnx)")
-    p.add_argument("--iterations", type=int, default=100, help="PPO iterations added (default 100)")
-    p.add_argument("--num-envs", type=int, help="parallel envs (default: the parent's)")
-    p.add_argument("--delta", type=Path, help="ASAP: frozen delta-action model from asap-delta")
-    p.add_argument("--profile", help="SysID: dynamics profile (name or YAML) to fine-tune in")
-    p.add_argument("--table-vi-dr", action="store_true", help="DR baseline: the paper's Table VI ranges")
-    p.add_argument(
-        "--dataset-sha256", default="", help="provenance: the dataset the correction was fitted on"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    add_threads_option(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    use_threads(args.threads)
-    cfg = FineTuneCfg(
-        iterations=args.iterations,
-        num_envs=args.num_envs,
-        delta_model=args.delta,
-        profile=args.profile,
-        table_vi_dr=args.table_vi_dr,
-        seed=args.seed,
-        dataset_sha256=args.dataset_sha256
-        or (DeltaModel(args.delta).meta.dataset_sha256 if args.delta else ""),
-    )
-    out = args.out or args.run_dir / "policy.onnx"
-    sha = fine_tune(args.parent, cfg, args.run_dir, out, progress=not args.quiet)
-    print(f"{out}: sha256 {sha}")
-
-
-if __name__ == "__main__":
-    main()

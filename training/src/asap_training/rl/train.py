@@ -13,12 +13,12 @@ Examples::
     asap-train --run-dir /work/runs/arm_swing --motion arm_swing --iterations 1500
     asap-train --run-dir /work/runs/arm_swing --resume --iterations 3000     # continue to 3000
     asap-train --run-dir /tmp/r --motion ../shared/data/asap_g1/motions/video_kick_level1_filter_amass.pkl
-    torchrun --nproc_per_node 2 -m asap_training.rl.train --run-dir /work/runs/r --device cuda --num-envs 4096
+    torchrun --nproc_per_node 2 -m asap_training.cli.train --run-dir /work/runs/r --device cuda \\
+        --num-envs 4096
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
@@ -26,7 +26,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -34,12 +34,11 @@ import yaml
 from rsl_rl.runners import OnPolicyRunner
 from tqdm import tqdm
 
-from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
+from asap_training.envs.config import TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.parallel import add_threads_option, distributed_rank, use_threads
+from asap_training.parallel import distributed_rank
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.vecenv import RslRlVecEnv
-from asap_training.sim import SIMULATORS
 
 TRACKING_TERMS = (
     "body_pos",
@@ -200,6 +199,15 @@ def read_params(run_dir: Path) -> tuple[TrackingEnvCfg, PpoCfg]:
     return TrackingEnvCfg.from_dict(env), PpoCfg.from_dict(ppo)
 
 
+def load_run(run_dir: Path, checkpoint: Path) -> TrackingRunner:
+    """A run's policy at ``checkpoint``, in one env built from the run's saved configs (to export it)."""
+    env_cfg, ppo_cfg = read_params(run_dir)
+    env = RslRlVecEnv(TrackingEnv(dataclasses.replace(env_cfg, num_envs=1)))
+    runner = TrackingRunner(env, ppo_cfg.to_rsl_rl(), log_dir=None, progress=False)
+    runner.load(str(checkpoint))
+    return runner
+
+
 def train(
     env_cfg: TrackingEnvCfg,
     ppo_cfg: PpoCfg,
@@ -244,86 +252,3 @@ def train(
     if remaining > 0:
         runner.learn(remaining)
     return runner
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="asap-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--run-dir", type=Path, required=True, help="output/resume directory (outside git)")
-    p.add_argument(
-        "--motion",
-        action="append",
-        help="shipped clip name (arm_swing, squat, side_step, kick) or a .pkl/.npz/.csv path; "
-        "repeatable (default: arm_swing)",
-    )
-    p.add_argument("--iterations", type=int, help="total PPO iterations (default 1000)")
-    p.add_argument("--num-envs", type=int, help="parallel envs (default 64)")
-    p.add_argument("--profile", help="asap_sim dynamics profile to train in (default nominal)")
-    p.add_argument("--no-dr", action="store_true", help="disable domain randomization (Table VI)")
-    p.add_argument("--seed", type=int, help="random seed (default 0)")
-    p.add_argument("--env-config", type=Path, help="YAML of TrackingEnvCfg fields (as params/env.yaml)")
-    p.add_argument("--ppo-config", type=Path, help="YAML of PpoCfg fields (as params/ppo.yaml)")
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from the latest checkpoint of --run-dir with its saved configs",
-    )
-    p.add_argument(
-        "--sim",
-        choices=sorted(SIMULATORS),
-        help="simulator backend (default mujoco: C MuJoCo on every core)",
-    )
-    p.add_argument(
-        "--device",
-        default="cpu",
-        help="torch device of the networks and PPO: cpu or cuda (under torchrun: cuda:<local rank>); with "
-        "--sim mujoco_warp also where physics and the MDP run",
-    )
-    add_threads_option(p)
-    p.add_argument("--no-export", action="store_true", help="do not write <run>/policy.onnx at the end")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    args = _parser().parse_args(argv)
-    threads = use_threads(args.threads)
-    if args.resume and (args.run_dir / "params").is_dir():
-        env_cfg, ppo_cfg = read_params(args.run_dir)
-    else:
-        env_cfg = (
-            TrackingEnvCfg.from_dict(yaml.safe_load(args.env_config.read_text()))
-            if args.env_config
-            else TrackingEnvCfg()
-        )
-        ppo_cfg = (
-            PpoCfg.from_dict(yaml.safe_load(args.ppo_config.read_text())) if args.ppo_config else PpoCfg()
-        )
-    if args.motion:
-        env_cfg.motions = tuple(args.motion)
-    for field, value in (("num_envs", args.num_envs), ("profile", args.profile), ("seed", args.seed)):
-        if value is not None:
-            setattr(env_cfg, field, value)
-    if args.no_dr:
-        env_cfg.domain_rand = DomainRandCfg(
-            friction_range=None, kp_scale_range=None, delay_ms_range=None, push_interval_s=None
-        )
-    if args.iterations is not None:
-        ppo_cfg.max_iterations = args.iterations
-    if args.sim:
-        env_cfg.simulator = SIMULATORS[args.sim]
-        env_cfg.device = args.device if args.sim == "mujoco_warp" else "cpu"  # physics where it runs
-    env_cfg.threads = threads
-    runner = train(env_cfg, ppo_cfg, args.run_dir, resume=args.resume, progress=not args.quiet,
-                   device=args.device)
-    if not args.no_export and runner.is_main_process:
-        from asap_training.rl.export import export_runner
-
-        sha = export_runner(runner, args.run_dir / "policy.onnx", run_name=str(args.run_dir))
-        print(f"exported {args.run_dir / 'policy.onnx'} (sha256 {sha[:12]})")
-
-
-if __name__ == "__main__":
-    main()

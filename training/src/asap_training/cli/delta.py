@@ -1,0 +1,55 @@
+"""Command line of ``asap-delta`` (:mod:`asap_training.delta.train`): fit πΔ to a real-trajectory dataset."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from asap_core.config_options import ConfigParser
+from asap_training.cli.common import add_dataset, add_quiet, add_run_dir, add_threads, load_dataset
+from asap_training.delta import train as library
+from asap_training.delta.train import DeltaTrainCfg, train_delta
+from asap_training.envs.delta_env import DeltaCfg
+from asap_training.eval.openloop import open_loop_errors
+from asap_training.parallel import use_threads
+
+
+def parser() -> ConfigParser:
+    """The options of ``asap-delta``."""
+    p = ConfigParser("asap-delta", library.__doc__)
+    add_dataset(p)
+    add_run_dir(p, "output directory (outside git)")
+    p.field(DeltaTrainCfg, "iterations")
+    p.field(DeltaTrainCfg, "num_envs")
+    p.field(DeltaCfg, "horizon_s", "--horizon")
+    p.field(DeltaCfg, "joints")
+    p.field(DeltaTrainCfg, "profile")
+    p.field(DeltaTrainCfg, "select_every")
+    p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
+    p.field(DeltaTrainCfg, "seed")
+    add_threads(p)
+    add_quiet(p)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``asap-delta``: fit, then write and print the open-loop errors without and with πΔ."""
+    p = parser()
+    args = p.parse_args(argv)
+    use_threads(args.threads)
+    dataset = load_dataset("asap-delta", args.dataset)
+    cfg = p.config(args, DeltaTrainCfg)
+    delta = p.config(args, DeltaCfg)
+    path, sha = train_delta(dataset, args.run_dir, cfg, delta=delta, progress=not args.quiet)
+    report = {
+        "delta_model": str(path),
+        "sha256": sha,
+        "without_delta": open_loop_errors(dataset, profile=cfg.profile),
+        "with_delta": open_loop_errors(dataset, profile=cfg.profile, delta_model=path),
+    }
+    (args.run_dir / "open_loop.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
