@@ -12,7 +12,6 @@ verdict and the likely fix. Exit status 0 when /lowstate arrives with valid CRCs
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 
 from asap_bringup.dds import FASTDDS_PROFILE, disables_type_propagation, loaded_fastdds_profile
 from asap_core import variants
+from asap_core.config_options import ConfigParser
 from asap_core.wire import LOWCMD, LOWSTATE, WireCodec
 
 WATCHED = {"/lowstate": LOWSTATE, "/lowcmd": LOWCMD}
@@ -190,15 +190,28 @@ def _fqn(info) -> str:
     return f"{info.node_namespace.rstrip('/')}/{info.node_name}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class DdsCheckCfg:
+    """How long the check listens."""
+
+    seconds: float = 5.0
+    """How long to listen (s)."""
+
+
+def parser() -> ConfigParser:
+    """The options of ``asap-dds-check``."""
+    ap = ConfigParser("asap-dds-check", __doc__)
+    ap.field(DdsCheckCfg, "seconds")
+    return ap
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``asap-dds-check``."""
-    ap = argparse.ArgumentParser(prog="asap-dds-check", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=5.0, help="how long to listen (default 5)")
-    ns = ap.parse_args(argv)
-    if ns.seconds <= 0:
+    ap = parser()
+    seconds = ap.config(ap.parse_args(argv), DdsCheckCfg).seconds
+    if seconds <= 0:
         ap.error("--seconds must be positive")
-    ok, text = report(*observe(ns.seconds), ns.seconds, os.environ)
+    ok, text = report(*observe(seconds), seconds, os.environ)
     print(text)
     return 0 if ok else 1
 

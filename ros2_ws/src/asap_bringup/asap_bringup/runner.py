@@ -12,7 +12,6 @@ runner stops the rest and exits non-zero, naming the node.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import os
@@ -36,10 +35,19 @@ from asap_bringup.profile import (
     launch_entries,
     load_profile,
 )
+from asap_core.config_options import ConfigParser
 
 
 class RunnerError(RuntimeError):
     """The graph could not be started."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerCfg:
+    """How the runner stops the graph."""
+
+    stop_timeout_s: float = 5.0
+    """Seconds every node gets to exit after SIGINT before it is killed (SIGKILL)."""
 
 
 def find_executable(package: str, executable: str) -> Path:
@@ -112,7 +120,7 @@ def _pump(name: str, stream) -> None:
 class Supervisor:
     """Starts the nodes, watches them, and stops them all together."""
 
-    def __init__(self, stop_timeout_s: float = 5.0, env: dict[str, str] | None = None) -> None:
+    def __init__(self, stop_timeout_s: float, env: dict[str, str] | None = None) -> None:
         self.stop_timeout_s = stop_timeout_s
         self.env = env
         self.running: list[_Running] = []
@@ -173,17 +181,22 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``asap-up``."""
-    ap = argparse.ArgumentParser(prog="asap-up", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser() -> ConfigParser:
+    """The options of ``asap-up``."""
+    ap = ConfigParser("asap-up", __doc__)
     ap.add_argument("profile", nargs="?", help="profile name (see --list)")
     ap.add_argument("assignments", nargs="*", metavar="name:=value", help="profile arguments")
     ap.add_argument("--list", action="store_true", help="list profiles and their arguments")
     ap.add_argument("--dry-run", action="store_true", help="print the node commands, start nothing")
-    ap.add_argument("--stop-timeout", type=float, default=5.0, help="seconds before SIGKILL on stop")
+    ap.field(RunnerCfg, "stop_timeout_s", "--stop-timeout")
     ap.add_argument("--config-dir", type=Path, default=CONFIG_DIR,
                     help="folder holding profiles/ and params/ (default: the installed asap_bringup config)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``asap-up``."""
+    ap = parser()
     ns = ap.parse_args(argv)
     try:
         if ns.list or not ns.profile:
@@ -203,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         for _, cmd in commands:
             print(" ".join([*(f"{k}={v}" for k, v in dds.items()), *cmd]))
         return 0
-    sup = Supervisor(ns.stop_timeout, {**os.environ, **dds})
+    sup = Supervisor(ap.config(ns, RunnerCfg).stop_timeout_s, {**os.environ, **dds})
     signal.signal(signal.SIGINT, sup.request_stop)
     signal.signal(signal.SIGTERM, sup.request_stop)
     for name, cmd in commands:

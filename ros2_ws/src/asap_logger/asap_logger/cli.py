@@ -41,14 +41,19 @@ def _reindex(bag: Path) -> None:
         print(f"  original kept as {bag / backup} (it holds bytes the repaired file lacks)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``asap-bag`` console script."""
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """The arguments of ``asap-bag`` (no options: it has nothing to configure)."""
+    p = argparse.ArgumentParser(
         prog="asap-bag", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("command", choices=["info", "reindex"])
-    parser.add_argument("bags", nargs="+", type=Path)
-    args = parser.parse_args(argv)
+    p.add_argument("command", choices=["info", "reindex"])
+    p.add_argument("bags", nargs="+", type=Path, help="episode bag directories")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``asap-bag`` console script."""
+    args = parser().parse_args(argv)
     run = {"info": _info, "reindex": _reindex}[args.command]
     status = 0
     for bag in args.bags:
