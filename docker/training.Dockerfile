@@ -7,7 +7,7 @@
 #   docker run --rm --gpus all -v $PWD/runs:/runs asap/training \
 #     asap-train --run-dir /runs/arm_swing --motion arm_swing --sim mujoco_warp --device cuda --num-envs 4096
 #   docker run --rm --gpus all --ipc host -v $PWD/runs:/runs asap/training \
-#     torchrun --nproc_per_node 4 -m asap_training.rl.train --run-dir /runs/r --sim mujoco_warp --device cuda
+#     torchrun --nproc_per_node 4 -m asap_training.cli.train --run-dir /runs/r --sim mujoco_warp --device cuda
 #   docker run --rm --gpus all -v $PWD/runs:/runs -w /opt/asap -e OUT=/runs/gpu_bench asap/training \
 #     bash training/bench/gpu_bench.sh
 #

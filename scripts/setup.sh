@@ -37,12 +37,19 @@ else
 fi
 
 # 1b. The training package (training/, src layout), editable so the checkout's code is what runs. It
-# declares no pins of its own: its dependencies are in requirements.txt, installed above.
-if ! "$VENV/bin/python" - "$ROOT/training/src" <<'PYEOF' 2>/dev/null
+# declares no pins of its own: its dependencies are in requirements.txt, installed above. Reinstalled
+# when it points at another checkout or its console scripts differ from pyproject.toml's.
+if ! "$VENV/bin/python" - "$ROOT/training" <<'PYEOF' 2>/dev/null
 import sys
+import tomllib
+from importlib.metadata import distribution
 from pathlib import Path
 import asap_training
-sys.exit(Path(asap_training.__file__).resolve().parents[1] != Path(sys.argv[1]).resolve())
+training = Path(sys.argv[1]).resolve()
+declared = tomllib.loads((training / "pyproject.toml").read_text())["project"]["scripts"]
+installed = {e.name: e.value for e in distribution("asap-training").entry_points if e.group == "console_scripts"}
+here = Path(asap_training.__file__).resolve().parents[1] == training / "src"
+sys.exit(not (here and installed == declared))
 PYEOF
 then
   say "installing training/ (asap_training) into .venv, editable"

@@ -170,6 +170,8 @@ def rollout_twin(
 
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
     """Per-frame errors and pelvis height, reference vs robot."""
+    # matplotlib only when a plot is drawn: heavy to import, and choosing its file backend (Agg) at
+    # module import would change the backend of every program that imports this module
     import matplotlib
 
     matplotlib.use("Agg")

@@ -56,6 +56,8 @@ def plot_results(
     path: Path,
 ) -> None:
     """Open-loop error vs horizon, closed-loop E_g-mpjpe per method, per-frame error of one run each."""
+    # matplotlib only when a plot is drawn: heavy to import, and choosing its file backend (Agg) at
+    # module import would change the backend of every program that imports this module
     import matplotlib
 
     matplotlib.use("Agg")

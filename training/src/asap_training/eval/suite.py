@@ -93,6 +93,8 @@ def suite_table(summary: Mapping) -> str:
 
 def plot_suite(summary: Mapping, path: Path) -> None:
     """Closed-loop E_g-mpjpe per gap and method (grouped bars, success rate on top)."""
+    # matplotlib only when a plot is drawn: heavy to import, and choosing its file backend (Agg) at
+    # module import would change the backend of every program that imports this module
     import matplotlib
 
     matplotlib.use("Agg")
