@@ -161,6 +161,8 @@ class ConfigParser(argparse.ArgumentParser):
                 raise ValueError(f"{flag}: {dest} is already off by default")
             kwargs |= {"action": "store_const", "const": None if optional else False}
         elif hint is bool:
+            if default:
+                raise ValueError(f"{flag}: {dest} is on by default; name the flag that turns it off --no-…")
             kwargs |= {"action": "store_true"}
         else:
             if typing.get_origin(hint) is tuple:
@@ -181,6 +183,11 @@ class ConfigParser(argparse.ArgumentParser):
         action = self.add_argument(flag, help=text.replace("%", "%%"), **kwargs)
         self.bound[dest] = BoundField(cfg, name)
         return action
+
+    def fields(self, cfg: type, *names: str) -> None:
+        """:meth:`field` for each name, under its default flag."""
+        for name in names:
+            self.field(cfg, name)
 
     def given(self, ns: argparse.Namespace, cfg: type[Cfg]) -> dict[str, Any]:
         """The fields of ``cfg`` set on the command line (lists of values as tuples)."""

@@ -50,11 +50,9 @@ def parser() -> ConfigParser:
     p = ConfigParser("tool", "a tool")
     p.field(Budget, "iterations")
     p.field(Budget, "rate", "--physics-dt")
-    p.field(Budget, "profile")
-    p.field(Budget, "joints")
+    p.fields(Budget, "profile", "joints")
     p.field(Budget, "motions", "--motion", repeatable=True)
-    p.field(Budget, "backend")
-    p.field(Budget, "extended")
+    p.fields(Budget, "backend", "extended")
     p.field(Budget, "warm", "--no-warm")
     p.field(Budget, "out")
     return p
@@ -115,6 +113,15 @@ def test_fields_without_a_command_line_form_are_refused_when_the_parser_is_built
         p.field(Budget, "nope")
     with pytest.raises(ValueError, match="already off by default"):
         p.field(Budget, "extended", "--no-extended")
+
+    @dataclass
+    class Switches:
+        fast: bool = True
+
+    with pytest.raises(ValueError, match="on by default; name the flag that turns it off --no-"):
+        p.field(Switches, "fast")
+    p.field(Switches, "fast", "--no-fast")
+    assert p.config(p.parse_args(["--no-fast"]), Switches).fast is False
 
     @dataclass
     class Nested:

@@ -6,10 +6,13 @@ rest, declared here once so that every command spells and explains them alike.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from asap_core.config_options import ConfigParser
 from asap_training.data.dataset import RealDataset
+from asap_training.parallel import use_threads
 
 
 def add_run_dir(p: ConfigParser, what: str) -> None:
@@ -36,13 +39,22 @@ def load_dataset(prog: str, path: Path) -> RealDataset:
         raise SystemExit(f"{prog}: cannot read dataset {path}: {exc}") from None
 
 
-def add_threads(p: ConfigParser) -> None:
-    """``--threads``: pass its value to :func:`asap_training.parallel.use_threads`."""
+def add_threads(p: ConfigParser, *, quiet: bool = True) -> None:
+    """``--threads`` (:func:`parse` applies it) and, with ``quiet``, ``--quiet`` (no progress bar)."""
     p.add_argument("--threads", type=int, default=0,
                    help="CPU threads for physics and torch (default 0: every core, shared among the "
                    "processes torchrun starts on this machine)")
+    if quiet:
+        add_quiet(p)
 
 
 def add_quiet(p: ConfigParser) -> None:
     """``--quiet``: no progress bar."""
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def parse(p: ConfigParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, this process's ``--threads`` applied (:func:`asap_training.parallel.use_threads`)."""
+    args = p.parse_args(argv)
+    use_threads(args.threads)
+    return args

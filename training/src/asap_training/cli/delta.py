@@ -6,12 +6,11 @@ import json
 from collections.abc import Sequence
 
 from asap_core.config_options import ConfigParser
-from asap_training.cli.common import add_dataset, add_quiet, add_run_dir, add_threads, load_dataset
+from asap_training.cli.common import add_dataset, add_run_dir, add_threads, load_dataset, parse
 from asap_training.delta import train as library
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.openloop import open_loop_errors
-from asap_training.parallel import use_threads
 
 
 def parser() -> ConfigParser:
@@ -19,24 +18,20 @@ def parser() -> ConfigParser:
     p = ConfigParser("asap-delta", library.__doc__)
     add_dataset(p)
     add_run_dir(p, "output directory (outside git)")
-    p.field(DeltaTrainCfg, "iterations")
-    p.field(DeltaTrainCfg, "num_envs")
+    p.fields(DeltaTrainCfg, "iterations", "num_envs")
     p.field(DeltaCfg, "horizon_s", "--horizon")
     p.field(DeltaCfg, "joints")
-    p.field(DeltaTrainCfg, "profile")
-    p.field(DeltaTrainCfg, "select_every")
+    p.fields(DeltaTrainCfg, "profile", "select_every")
     p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
     p.field(DeltaTrainCfg, "seed")
     add_threads(p)
-    add_quiet(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``asap-delta``: fit, then write and print the open-loop errors without and with πΔ."""
     p = parser()
-    args = p.parse_args(argv)
-    use_threads(args.threads)
+    args = parse(p, argv)
     dataset = load_dataset("asap-delta", args.dataset)
     cfg = p.config(args, DeltaTrainCfg)
     delta = p.config(args, DeltaCfg)

@@ -11,9 +11,8 @@ from dataclasses import asdict
 from asap_core.config_options import ConfigParser
 from asap_training.baselines import delta_dynamics as library
 from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
-from asap_training.cli.common import add_dataset, add_out, add_quiet, add_threads, load_dataset
+from asap_training.cli.common import add_dataset, add_out, add_quiet, add_threads, load_dataset, parse
 from asap_training.eval.openloop import open_loop_errors
-from asap_training.parallel import use_threads
 
 
 def parser() -> ConfigParser:
@@ -22,9 +21,8 @@ def parser() -> ConfigParser:
     add_dataset(p)
     add_out(p, "model file .pt (training report: .json next to it)", required=True)
     p.field(DeltaDynCfg, "k_steps", "--k")
-    for name in ("rounds", "epochs", "starts_per_round", "hidden", "profile", "physics_dt", "seed"):
-        p.field(DeltaDynCfg, name)
-    add_threads(p)
+    p.fields(DeltaDynCfg, "rounds", "epochs", "starts_per_round", "hidden", "profile", "physics_dt", "seed")
+    add_threads(p, quiet=False)
     p.add_argument("--no-eval", action="store_true", help="skip the open-loop replay errors before/after")
     add_quiet(p)
     return p
@@ -34,8 +32,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``asap-deltadyn``: fit, save, and report (with the open-loop errors without and
     with the correction, at the rate it was fitted for)."""
     p = parser()
-    args = p.parse_args(argv)
-    use_threads(args.threads)
+    args = parse(p, argv)
     dataset = load_dataset("asap-deltadyn", args.dataset)
     cfg = p.config(args, DeltaDynCfg)
     t0 = time.monotonic()

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -38,7 +39,7 @@ from asap_sim.model import build_model
 from asap_sim.profiles import RANDOM_PREFIX, ProfileError, load_profile, random_profile_dict
 from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
 from asap_training.baselines.sysid import SysidCfg, identify
-from asap_training.cli.common import add_threads
+from asap_training.cli.common import add_threads, parse
 from asap_training.data.dataset import RealDataset, merge_datasets
 from asap_training.data.ingest import ingest, summary
 from asap_training.delta.train import DeltaTrainCfg, train_delta
@@ -48,7 +49,6 @@ from asap_training.eval.openloop import open_loop_errors
 from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
 from asap_training.eval.suite import write_suite
 from asap_training.motion import G1Kinematics, build_library
-from asap_training.parallel import use_threads
 from asap_training.rl.finetune import FineTuneCfg, fine_tune
 from asap_training.stage2.graph import EpisodeOutcome, GraphClient, GraphError, Progress
 
@@ -61,7 +61,8 @@ BASELINES = ("sysid", "dr", "deltadyn")
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
 """``training/policies``: shipped stage-1 policies in training-run layout."""
 
-QUICK = {"episodes": 4, "eval_episodes": 3, "delta_iterations": 20, "finetune_iterations": 100}
+QUICK: dict[str, Any] = {"episodes": 4, "eval_episodes": 3, "delta_iterations": 20,
+                         "finetune_iterations": 100}
 """What ``--quick`` (:meth:`DemoCfg.quick`) changes: fewer episodes, smaller PPO budgets."""
 
 
@@ -435,15 +436,14 @@ def parser() -> ConfigParser:
         "--suite", nargs="+", metavar="GAP",
         help="run the demo on each of these gaps (into <out>/<gap>) and write suite.md/.json/.png over all",
     )  # fmt: skip
-    add_threads(p)
+    add_threads(p, quiet=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``asap-demo``."""
     p = parser()
-    args = p.parse_args(argv)
-    use_threads(args.threads)
+    args = parse(p, argv)
     cfg = p.config(args, DemoCfg, DemoCfg.quick() if args.quick else None)
     print(f"asap-demo: {json.dumps({k: str(v) for k, v in asdict(cfg).items()})}", flush=True)
     if args.suite:

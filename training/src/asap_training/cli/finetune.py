@@ -8,9 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from asap_core.config_options import ConfigParser
-from asap_training.cli.common import add_out, add_quiet, add_run_dir, add_threads
+from asap_training.cli.common import add_out, add_run_dir, add_threads, parse
 from asap_training.delta.model import DeltaModel
-from asap_training.parallel import use_threads
 from asap_training.rl import finetune as library
 from asap_training.rl.finetune import FineTuneCfg, fine_tune
 
@@ -22,23 +21,17 @@ def parser() -> ConfigParser:
                    help="stage-1 run dir (e.g. training/policies/arm_swing)")
     add_run_dir(p, "output run directory (outside git)")
     add_out(p, "artifact path (default <run-dir>/policy.onnx)")
-    p.field(FineTuneCfg, "iterations")
-    p.field(FineTuneCfg, "num_envs")
+    p.fields(FineTuneCfg, "iterations", "num_envs")
     p.field(FineTuneCfg, "delta_model", "--delta")
-    p.field(FineTuneCfg, "profile")
-    p.field(FineTuneCfg, "table_vi_dr")
-    p.field(FineTuneCfg, "dataset_sha256")
-    p.field(FineTuneCfg, "seed")
+    p.fields(FineTuneCfg, "profile", "table_vi_dr", "dataset_sha256", "seed")
     add_threads(p)
-    add_quiet(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``asap-finetune``."""
     p = parser()
-    args = p.parse_args(argv)
-    use_threads(args.threads)
+    args = parse(p, argv)
     cfg = p.config(args, FineTuneCfg)
     if not cfg.dataset_sha256 and cfg.delta_model is not None:
         cfg = replace(cfg, dataset_sha256=DeltaModel(cfg.delta_model).meta.dataset_sha256)

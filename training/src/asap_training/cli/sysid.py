@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from asap_core.config_options import ConfigParser
 from asap_training.baselines import sysid as library
 from asap_training.baselines.sysid import GROUPINGS, SysidCfg, identify
-from asap_training.cli.common import add_dataset, add_out, add_quiet, add_threads, load_dataset
+from asap_training.cli.common import add_dataset, add_out, add_threads, load_dataset, parse
 from asap_training.eval.metrics import ERROR_METRICS
-from asap_training.parallel import use_threads
 
 
 def parser() -> ConfigParser:
@@ -20,21 +19,17 @@ def parser() -> ConfigParser:
     add_out(p, "identified profile .yaml (the search record: .json next to it)", required=True)
     p.field(SysidCfg, "max_evaluations", "--max-evals")
     p.field(SysidCfg, "groups", choices=GROUPINGS)
-    p.field(SysidCfg, "extended")
-    p.field(SysidCfg, "base_profile")
-    p.field(SysidCfg, "only")
+    p.fields(SysidCfg, "extended", "base_profile", "only")
     p.field(SysidCfg, "metric", choices=ERROR_METRICS)
     p.field(SysidCfg, "max_windows")
     add_threads(p)
-    add_quiet(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``asap-sysid``."""
     p = parser()
-    args = p.parse_args(argv)
-    use_threads(args.threads)
+    args = parse(p, argv)
     dataset = load_dataset("asap-sysid", args.dataset)
     cfg = p.config(args, SysidCfg)
     result = identify(dataset, args.out, cfg, progress=not args.quiet)

@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from asap_core.config_options import ConfigParser
-from asap_training.cli.common import add_quiet, add_run_dir, add_threads
+from asap_training.cli.common import add_quiet, add_run_dir, add_threads, parse
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
-from asap_training.parallel import use_threads
+from asap_training.parallel import default_threads
 from asap_training.rl import train as library
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.export import export_runner
@@ -42,7 +42,7 @@ def parser() -> ConfigParser:
     p.add_argument("--device", default="cpu",
                    help="torch device of the networks and PPO: cpu or cuda (under torchrun: cuda:<local "
                    "rank>); with --sim mujoco_warp also where physics and the MDP run (default cpu)")
-    add_threads(p)
+    add_threads(p, quiet=False)
     p.add_argument("--no-export", action="store_true", help="do not write <run>/policy.onnx at the end")
     add_quiet(p)
     return p
@@ -55,8 +55,7 @@ def _yaml(path: Path) -> dict:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``asap-train``."""
     p = parser()
-    args = p.parse_args(argv)
-    threads = use_threads(args.threads)
+    args = parse(p, argv)
     if args.resume and (args.run_dir / "params").is_dir():
         env_cfg, ppo_cfg = read_params(args.run_dir)
     else:
@@ -69,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.sim:
         env_cfg.simulator = SIMULATORS[args.sim]
         env_cfg.device = args.device if args.sim == "mujoco_warp" else "cpu"  # physics where it runs
-    env_cfg = dataclasses.replace(env_cfg, threads=threads)
+    env_cfg = dataclasses.replace(env_cfg, threads=default_threads())
     runner = train(env_cfg, ppo_cfg, args.run_dir, resume=args.resume, progress=not args.quiet,
                    device=args.device)
     if not args.no_export and runner.is_main_process:
