@@ -28,10 +28,7 @@ import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+from typing import Any, ClassVar, Protocol, TypeVar
 
 SCALARS = (int, float, str, Path)
 """Field types an option parses directly (plus ``bool`` switches, tuples of these, Literals, Optionals)."""
@@ -45,7 +42,15 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
-Cfg = TypeVar("Cfg", bound="DataclassInstance")
+
+
+class Dataclass(Protocol):
+    """Any dataclass (what :func:`dataclasses.replace` takes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+Cfg = TypeVar("Cfg", bound=Dataclass)
 
 
 class _Repeat(argparse.Action):

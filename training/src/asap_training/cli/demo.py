@@ -366,8 +366,10 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
     print(open_loop_table(open_loop), flush=True)
 
     step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
-    common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
-              "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise}  # fmt: skip
+    common: dict[str, Any] = {
+        "iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
+        "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise,
+    }  # fmt: skip
     run_dir, artifact = cfg.out / f"finetune_asap{tag}", cfg.out / f"policy_asap{tag}.onnx"
     fine_tune(parent, FineTuneCfg(delta_model=delta_path, **common), run_dir, artifact)
     shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
