@@ -287,4 +287,4 @@ def test_cli(
 
 
 def test_ros_free() -> None:
-    run_with_ros_blocked(["asap_training.data.ingest"])
+    run_with_ros_blocked(["asap_training.data.ingest", "asap_training.cli.ingest"])
