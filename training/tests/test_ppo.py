@@ -8,6 +8,7 @@ import torch
 
 from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
+from asap_training.cli.export import main as asap_export
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.export import export_runner
@@ -58,6 +59,21 @@ def test_checkpoints_resume_and_export_an_artifact_the_node_loads(run, tmp_path)
     torch_action = runner.alg.get_policy()(obs)[0].detach().numpy()
     onnx_action = OnnxPolicy(artifact)(obs["actor"][0].numpy())
     np.testing.assert_allclose(onnx_action, torch_action, atol=1e-4)
+
+
+def test_asap_export_writes_the_latest_checkpoint_of_a_run(run, tmp_path, capsys):
+    run_dir, runner = run
+    checkpoint = latest_checkpoint(run_dir)
+    asap_export(["--run-dir", str(run_dir), "--out", str(tmp_path / "cli.onnx")])
+    assert f"{tmp_path / 'cli.onnx'}: sha256" in capsys.readouterr().out
+    runner.load(str(checkpoint))
+    export_runner(runner, tmp_path / "runner.onnx")
+    cli, direct = load_artifact(tmp_path / "cli.onnx"), load_artifact(tmp_path / "runner.onnx")
+    assert cli.metadata.provenance.training_run == f"{run_dir.name}/{checkpoint.name}"
+    obs = np.random.default_rng(0).normal(size=cli.metadata.observation.dim).astype(np.float32)
+    np.testing.assert_allclose(OnnxPolicy(cli)(obs), OnnxPolicy(direct)(obs), atol=1e-6)
+    with pytest.raises(SystemExit, match="asap-export: no model_"):
+        asap_export(["--run-dir", str(tmp_path)])
 
 
 def test_resume_continues_from_the_latest_checkpoint(run):
