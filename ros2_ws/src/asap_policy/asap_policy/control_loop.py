@@ -207,7 +207,7 @@ class ControlLoop:
         active = self.controller.mode in ACTIVE_MODES
         if (crashed or active) and self.outputs.ok():
             for _ in range(SAFE_STOP_COMMANDS):
-                self.send(MotorCommand.damping(self.controller.cfg.damping_kd), self.now_ns())
+                self._send(MotorCommand.damping(self.controller.cfg.damping_kd), self.now_ns())
         if active:
             with self._lock:
                 self._external_fault = f"stopped in {self.controller.mode.name}: damped"
@@ -283,12 +283,16 @@ class ControlLoop:
         with self._lock:
             return self._start_block
 
+    def queue(self, request: TickRequest) -> None:
+        """Hand a request to the next tick, without waiting (``request.done`` is set once applied)."""
+        with self._lock:
+            self._requests.append(request)
+
     def submit(self, request: TickRequest) -> TickRequest:
         """Hand a request to the control thread and wait for the tick that applies it; without a tick
         in time the request is withdrawn, so a refusal never takes effect later (a paused clock)."""
         timeout_s = max(1.0, 10 * self.controller.cfg.control_dt)
-        with self._lock:
-            self._requests.append(request)
+        self.queue(request)
         if not request.done.wait(timeout=timeout_s):
             with self._lock:
                 withdrawn = request in self._requests
@@ -303,7 +307,7 @@ class ControlLoop:
         self.log.error(f"internal error in {where}, DAMPING: {error!r}")
         self._latch(f"internal error in {where}: {error!r}")
         if self.outputs.ok():
-            self.send(MotorCommand.damping(self.controller.cfg.damping_kd), self.now_ns())
+            self._send(MotorCommand.damping(self.controller.cfg.damping_kd), self.now_ns())
 
     @contextlib.contextmanager
     def finished_tick(self) -> Iterator[LoopStats]:
@@ -355,7 +359,7 @@ class ControlLoop:
                 return  # shutting down: nothing to publish on
             self.log.error(f"internal error in the control tick, DAMPING: {e!r}")
             self._latch(f"internal error: {e!r}")
-            self.send(MotorCommand.damping(self.controller.cfg.damping_kd), now_ns)
+            self._send(MotorCommand.damping(self.controller.cfg.damping_kd), now_ns)
 
     def _tick(self, now_ns: int) -> None:
         with self._lock:
@@ -371,7 +375,7 @@ class ControlLoop:
         previous_mode = self.controller.mode
         out = self.controller.tick(state, age, [r.event for r in events], start_block, external_fault)
         if state is not None:
-            self.send(out.command, now_ns)
+            self._send(out.command, now_ns)
             self._answered_tick = state.tick
             self.stats.state_to_cmd_ms.add((self.now_ns() - t_recv) / 1e6)
         for r, result in zip(events, out.results, strict=True):
@@ -417,7 +421,7 @@ class ControlLoop:
 
     # -- commands -------------------------------------------------------------------------------
 
-    def send(self, cmd: MotorCommand, tick_ns: int) -> None:
+    def _send(self, cmd: MotorCommand, tick_ns: int) -> None:
         """Encode and publish ``cmd`` as the latest command; a non-finite field sends damping
         instead and latches the fault. Nothing goes out before a good LowState (no ``mode_machine``
         to echo) or while the built-in controller still owns the robot."""
