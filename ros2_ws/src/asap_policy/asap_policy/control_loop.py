@@ -199,7 +199,8 @@ class ControlLoop:
     def stop(self, crashed: bool = False) -> None:
         """Stop the threads; leave the robot damped if it was under stiffness control, or whatever
         the mode if the node is going down on an unexpected error. A robot left damped stays so:
-        the first tick after a new :meth:`start` latches DAMPING."""
+        after a new :meth:`start` the writer has nothing to repeat until the first tick, which
+        latches DAMPING."""
         self._running = False
         self._notify_sim_progress()
         for t in self._threads:
@@ -208,6 +209,8 @@ class ControlLoop:
         if (crashed or active) and self.outputs.ok():
             for _ in range(SAFE_STOP_COMMANDS):
                 self._send(MotorCommand.damping(self.controller.cfg.damping_kd), self.now_ns())
+        with self._publish_lock:
+            self._command = None
         if active:
             with self._lock:
                 self._external_fault = f"stopped in {self.controller.mode.name}: damped"

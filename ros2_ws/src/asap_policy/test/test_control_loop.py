@@ -352,6 +352,8 @@ def test_stop_damps_a_held_robot_and_a_restart_begins_damped(policy_file) -> Non
     count = len(rig.sent)
     rig.loop.stop()
     assert len(rig.sent) == count + 3 and all(is_damping(decode(d)) for d in rig.sent[count:])
+    rig.loop.write(rig.clock.t + 500 * MS)  # a restarted writer before the first tick: nothing to repeat
+    assert len(rig.sent) == count + 3
     report = rig.tick()  # the first tick after a restart
     assert report.out.mode is Mode.DAMPING and rig.loop.controller.fault == "stopped in HOLD: damped"
     assert is_damping(rig.last_command())
