@@ -190,9 +190,9 @@ class ControlLoop:
     def start(self) -> None:
         """Start the control thread and, if ``writer_rate_hz`` > 0, the command writer."""
         self._running = True
-        self._threads = [threading.Thread(target=self.run_control, name="control", daemon=True)]
+        self._threads = [threading.Thread(target=self._run_control, name="control", daemon=True)]
         if self.cfg.writer_rate_hz > 0:
-            self._threads.append(threading.Thread(target=self.run_writer, name="writer", daemon=True))
+            self._threads.append(threading.Thread(target=self._run_writer, name="writer", daemon=True))
         for t in self._threads:
             t.start()
 
@@ -215,13 +215,13 @@ class ControlLoop:
             with self._lock:
                 self._external_fault = f"stopped in {self.controller.mode.name}: damped"
 
-    def run_control(self) -> None:
+    def _run_control(self) -> None:
         """The control thread: :meth:`control_step` at every deadline until :meth:`stop`."""
         deadline = self._first_deadline()
         while self._sleep_until(deadline, self.period_ns) and self.outputs.ok():
             deadline = self.control_step(deadline)
 
-    def run_writer(self) -> None:
+    def _run_writer(self) -> None:
         """The writer thread: :meth:`write` every writer period until :meth:`stop`."""
         period = round(1e9 / self.cfg.writer_rate_hz)
         deadline = self.now_ns() + period

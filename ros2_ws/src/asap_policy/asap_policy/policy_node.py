@@ -10,6 +10,8 @@ goes through the steps of a ros2_controllers controller, which ``main`` takes in
 - ``deactivate()``: stop the threads, leave an actively held robot damped, take down what
   ``activate()`` made; a later ``activate()`` starts with DAMPING latched.
 
+(Plain methods, not an ``rclpy.lifecycle`` node: the asap_policy README, "Steps", says why.)
+
 Threads (while active):
 
 - control thread: absolute deadlines on the node clock (steady time, or sim time with
