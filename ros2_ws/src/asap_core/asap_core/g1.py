@@ -1,9 +1,9 @@
 """The Unitree G1 (29 motors) in one table: names, motor order, limits, default poses, gains.
 
-Every other module addresses joints by name and asks this table for indices. Sources (checked in
-shared/research): motor order and effort/velocity limits from unitree_ros2 / BeyondMimic's g1.py,
-position limits from the G1 URDF (as used by ASAP), ASAP 23-DoF gains and default pose from
-ASAP's ``g1_29dof_anneal_23dof.yaml``, wrist hold gains from ASAP's deploy config.
+Every other module addresses joints by name and asks this table for indices. Sources: motor order
+and effort/velocity limits from unitree_ros2 / BeyondMimic's g1.py, position limits from the G1 URDF
+(as used by ASAP), ASAP 23-DoF gains and default pose from ASAP's ``g1_29dof_anneal_23dof.yaml``, wrist
+hold gains from ASAP's deploy config.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ blocks. A block is one term either at the current tick (``history == 0``) or as 
 ``history`` values t-1 ... t-h, newest first. The observation is the concatenation of the blocks
 in spec order, each multiplied by its scale, then clipped to ``±clip``.
 
-ASAP's actor (``shared/research/asap.md`` §2.3, HumanoidVerse ``_get_obs_history_actor``) in this
-form: keys sorted alphabetically, ``history_actor`` expanded in place into one block per
-component key (sorted), each block ``[value(t-1), ..., value(t-4)]``; the history is updated
-after the observation is built, so it holds t-1..t-4. :func:`asap_actor_spec` builds it.
+ASAP's actor (arXiv 2502.01143 §II-B; ASAP's
+``obs/motion_tracking/deepmimic_a2c_nolinvel_LARGEnoise_history.yaml``, HumanoidVerse
+``_get_obs_history_actor``) in this form: keys sorted alphabetically, ``history_actor`` expanded in
+place into one block per component key (sorted), each block ``[value(t-1), ..., value(t-4)]``; the
+history is updated after the observation is built, so it holds t-1..t-4. :func:`asap_actor_spec` builds it.
 
 Terms are small pure functions of :class:`ObsInputs` and work on any leading batch shape, on numpy
 arrays and on torch tensors (:mod:`asap_core.arrays`), so training computes the same quantities for many

@@ -58,7 +58,8 @@ def as_obj(fields: dict) -> SimpleNamespace:
 
 
 def test_layout_sizes_match_the_c_structs() -> None:
-    # ctypes-verified sizes from unitree_ros2 (research §1.5) and the SDK's pack formats
+    # the C struct sizes of unitree_ros2's unitree_hg messages (ros2_ws/src/unitree_hg/msg/) and the
+    # SDK's pack formats (the oracle of test_unitree_wire_compat.py)
     assert crc.LOWCMD_DTYPE.itemsize == 1004
     assert crc.LOWSTATE_DTYPE.itemsize == 2092
     assert crc.LOWCMD_DTYPE.fields["crc"][1] == 1000

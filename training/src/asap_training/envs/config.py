@@ -2,7 +2,7 @@
 
 Everything the MDP does is selected here by name (terms live in :mod:`asap_training.envs.mdp`); new
 behaviour is a new term function plus a config line, never an edit of the env loop. Defaults are ASAP's
-stage-1 settings (``research/asap.md`` §2–3) unless a comment says otherwise.
+stage-1 settings (arXiv 2502.01143 §II and ASAP's ``humanoidverse/config``) unless a comment says otherwise.
 """
 
 from __future__ import annotations
