@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-pytest.importorskip("asap_training", reason="the monitor's FK is asap_training's (make setup installs it)")
+pytest.importorskip("mujoco", reason="the monitor's FK is asap_sim's, on MuJoCo")
 from asap_msgs.msg import PolicyStatus, ReferenceMotion  # noqa: E402
 from dds import spin_until  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402

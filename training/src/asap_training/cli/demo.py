@@ -194,10 +194,11 @@ def _one_episode(
 
 def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, list]:
     """Table IV row of recorded episodes: each episode's longest POLICY segment against the motion."""
+    from asap_sim.kinematics import G1Kinematics
     from asap_sim.model import build_model
     from asap_training.data.ingest import ingest
     from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
-    from asap_training.motion import G1Kinematics, build_library
+    from asap_training.motion import build_library
 
     artifact = load_artifact(artifact_path)
     kin = G1Kinematics(build_model())

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.joint_map import JointMap
-from asap_training import quat
+from asap_core.motion import MotionClip
+from asap_core.quat import Array
+from asap_sim.kinematics import G1Kinematics
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.config import (
     CurriculumCfg,
@@ -34,8 +36,7 @@ from asap_training.envs.config import (
     asap_rewards,
 )
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary, reference_from_clip
-from asap_training.quat import Array
+from asap_training.motion import MotionLibrary, reference_from_clip
 
 
 @dataclass(kw_only=True)
