@@ -105,8 +105,7 @@ def _policy_run(bag: Path) -> tuple[np.ndarray, np.ndarray, float]:
 # clock starved); the lock-step stall after /sim/reset is an open problem (issue 8 note).
 @pytest.mark.flaky(reruns=2)
 def test_two_episodes_then_push(sim2sim: Path, tmp_path: Path) -> None:
-    import policies
-
+    from asap_core.testing import policies
     from asap_training.stage2.graph import EpisodeEnd, GraphClient, GraphClientCfg
 
     t0 = time.monotonic()
@@ -151,7 +150,7 @@ def test_two_episodes_then_push(sim2sim: Path, tmp_path: Path) -> None:
         assert refused.returncode == 1, refused
         assert "refused" in refused.stderr and str(corrupt) in refused.stderr
 
-        other = policies.write(tmp_path / "other.onnx", policies.Constant(23, 0.0), name="other")
+        other = policies.write(tmp_path / "other.onnx", policies.constant(23, 0.0), name="other")
         accepted = _push(other)
         assert accepted.returncode == 0, accepted
         sha = accepted.stdout.split("sha256 ")[1].split()[0]

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from policies import Constant, write
 from ros_free import run_with_ros_blocked
 from scipy.spatial.transform import Rotation
 from synth_bags import T0, lowstate, odometry, record, typestore, write_messages
 
 from asap_core import g1
 from asap_core.artifact import PolicyArtifact, load_artifact
+from asap_core.testing.policies import constant, write
 from asap_training.data.dataset import RealDataset
 from asap_training.data.ingest import MISSING_MOCAP_FIX, IngestError, ingest, main
 
@@ -112,7 +112,7 @@ def write_bag(
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> PolicyArtifact:
-    path = write(tmp_path_factory.mktemp("art") / "policy.onnx", Constant(23, 0.0), name="kick_test")
+    path = write(tmp_path_factory.mktemp("art") / "policy.onnx", constant(23, 0.0), name="kick_test")
     return load_artifact(path)
 
 

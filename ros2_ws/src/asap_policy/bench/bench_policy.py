@@ -168,13 +168,10 @@ def main() -> int:
     ap.add_argument("--robot", choices=("auto", "twin", "fake"), default="auto")
     args = ap.parse_args()
 
-    import policies
+    from asap_core.testing import policies
 
     with tempfile.TemporaryDirectory() as tmp:
-        net = policies.mlp(380, 23)
-        with policies.torch.no_grad():
-            net[-1].weight.mul_(0.01)  # an ASAP-size network whose actions stay gentle
-            net[-1].bias.zero_()
+        net = policies.mlp(380, 23, output_gain=0.01)  # an ASAP-size network whose actions stay gentle
         path = policies.write(Path(tmp) / "bench.onnx", net, motion_s=args.duration + 30.0, name="bench")
         bench_inference(path, args.calls)
         bench_loop(path, args.duration, args.robot)
