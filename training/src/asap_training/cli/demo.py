@@ -145,7 +145,9 @@ def record(
     One graph per episode, retried on a fresh graph when one stalls: here the lock-step clock stopped
     right after a ``/sim/reset`` in 2 of ~10 episodes (twin waiting for a command, node waiting for
     the clock; root cause not found yet), on a reused graph and once on a fresh one."""
-    from asap_training.stage2.graph import GraphError, Progress
+    # The graph client is a ROS package's (it imports rclpy): imported here, so that importing
+    # asap_training stays ROS-free (training/ruff.toml bans asap_bringup at module level).
+    from asap_bringup.graph_client import GraphError, Progress
 
     def progress(p: Progress) -> None:
         if p.stage in ("ramp", "policy"):
@@ -179,7 +181,7 @@ def _one_episode(
     sim_seed: int,
     action_noise: float,
 ) -> object:
-    from asap_training.stage2.graph import GraphClient
+    from asap_bringup.graph_client import GraphClient  # rclpy: see record()
 
     with sim2sim_graph(cfg, policy, log, sim_seed, action_noise), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
