@@ -1,7 +1,7 @@
 """Fault injection against the running policy node (issue 16, items 1-7): what reaches the motors.
 
 The node under test is the real entry point (``python -m asap_policy.policy_node``) in its own
-process, driving the G1 test double (``tests/fake_g1.py``) over DDS. Each test injects one fault
+process, driving the G1 test double (asap_policy's ``test/fake_g1.py``) over DDS. Each test injects one fault
 (a hostile LoadPolicy, blocking loads, broken encoders, a swap far from the robot's pose, a second
 /lowcmd publisher) and asserts on what the node answered, what it reported, and every /lowcmd the
 robot received. The catalogue with expected and observed behaviour is ``tests/faults/README.md``.

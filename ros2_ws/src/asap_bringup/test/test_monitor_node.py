@@ -8,7 +8,6 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("mujoco", reason="the monitor's FK is asap_sim's, on MuJoCo")
 from asap_msgs.msg import PolicyStatus, ReferenceMotion  # noqa: E402
-from dds import spin_until  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -18,6 +17,7 @@ from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from asap_bringup.monitor_node import MonitorNode  # noqa: E402
 from asap_core import g1, interfaces  # noqa: E402
+from asap_testing.dds import spin_until  # noqa: E402
 
 pytestmark = pytest.mark.node
 

@@ -6,7 +6,7 @@
    ASAP-size model (380 -> 512-256-128 -> 23, ELU), single thread, p50/p99 over many calls.
 2. Closed loop: ``policy_node`` (its own process) drives a robot through RAMP -> HOLD -> POLICY and
    tracks a motion as long as ``--duration``. The robot is the simulated twin (``asap_sim``) when it
-   is installed, else the MuJoCo-free test double ``tests/fake_g1.py``; the episode recorder
+   is installed, else the MuJoCo-free test double ``test/fake_g1.py``; the episode recorder
    (``asap_logger``) runs too when installed. The node's /policy/status is sampled every 5 s: its
    percentiles cover the last 60 s of ticks, so the report gives the median and worst window.
    Missed ticks and ticks are cumulative counts.
@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(REPO / "tests"))  # tiny policies and the G1 test double live with the tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the G1 test double, with the tests
 
 
 def bench_inference(path: Path, calls: int) -> None:
@@ -86,7 +85,7 @@ def _start_robot(choice: str) -> tuple[str, object]:
                 _spawn("asap_sim.g1_sim_node", "--ros-args", "-p", "band_held:=true"))
     from fake_g1 import FakeG1
 
-    return "test double tests/fake_g1.py (no physics engine)", FakeG1().start()
+    return "test double test/fake_g1.py (no physics engine)", FakeG1().start()
 
 
 def bench_loop(path: Path, duration_s: float, robot: str) -> None:

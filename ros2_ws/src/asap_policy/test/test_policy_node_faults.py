@@ -1,4 +1,4 @@
-"""policy_node as a separate process against a test double of the G1 (tests/fake_g1.py) over DDS.
+"""policy_node as a separate process against a test double of the G1 (test/fake_g1.py) over DDS.
 
 The node under test is the real console entry (``python -m asap_policy.policy_node``) with its
 parameters from the command line. Every assertion is on what reached /lowcmd (what the motors

@@ -18,7 +18,6 @@ rclpy = pytest.importorskip("rclpy")
 from asap_msgs.msg import PolicyRecord  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
 from builtin_interfaces.msg import Time  # noqa: E402
-from dds import finish, spawn  # noqa: E402
 from fake_g1 import FakeG1  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile  # noqa: E402
@@ -26,6 +25,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from asap_core.modes import Mode  # noqa: E402
 from asap_core.testing import policies  # noqa: E402
+from asap_testing.dds import finish, spawn  # noqa: E402
 
 pytestmark = pytest.mark.graph
 N = 23

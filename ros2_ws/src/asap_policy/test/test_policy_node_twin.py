@@ -20,7 +20,6 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("asap_sim.g1_sim_node", reason="the asap_sim twin is not built")
 from asap_msgs.msg import PolicyRecord, PolicyStatus  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from dds import finish, spawn  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from rclpy.serialization import deserialize_message  # noqa: E402
@@ -29,6 +28,7 @@ from unitree_hg.msg import LowCmd  # noqa: E402
 from asap_core.crc import lowcmd_crc  # noqa: E402
 from asap_core.modes import Mode  # noqa: E402
 from asap_core.testing import policies  # noqa: E402
+from asap_testing.dds import finish, spawn  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 MOTION_S = 2.0

@@ -20,7 +20,6 @@ import rclpy
 from asap_msgs.msg import PolicyRecord, PolicyStatus
 from asap_msgs.srv import LoadPolicy, SetMode
 from builtin_interfaces.msg import Time
-from dds import finish, spawn
 from fake_g1 import FakeG1
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile
@@ -28,6 +27,7 @@ from rosgraph_msgs.msg import Clock
 
 from asap_core.modes import Mode
 from asap_core.testing import policies
+from asap_testing.dds import finish, spawn
 
 
 class SimClock:
