@@ -126,16 +126,6 @@ def term_dim(name: str, num_joints: int) -> int:
     return _FIXED_DIMS.get(name, num_joints)
 
 
-def quat_rotate_inverse(quat_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Rotate ``v`` [..., 3] by the inverse of unit quaternions [..., 4] (w, x, y, z)."""
-    q, v = as_float(quat_wxyz), as_float(v)
-    w, u = q[..., :1], q[..., 1:]
-    ux, uy, uz, vx, vy, vz = u[..., 0], u[..., 1], u[..., 2], v[..., 0], v[..., 1], v[..., 2]
-    cross = stack([uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx])
-    dot = (ux * vx + uy * vy + uz * vz)[..., None]
-    return v * (2.0 * w * w - 1.0) - cross * (2.0 * w) + u * (2.0 * dot)
-
-
 @dataclass(frozen=True, kw_only=True)
 class ObsTerm:
     """One block of the observation vector."""
