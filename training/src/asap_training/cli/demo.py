@@ -28,13 +28,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
 from asap_core.artifact import load_artifact
 from asap_core.config_options import ConfigParser
+from asap_sim.kinematics import G1Kinematics
 from asap_sim.model import build_model
 from asap_sim.profiles import RANDOM_PREFIX, ProfileError, load_profile, random_profile_dict
 from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overrides, train_delta_dynamics
@@ -48,9 +49,11 @@ from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
 from asap_training.eval.suite import write_suite
-from asap_training.motion import G1Kinematics, build_library
+from asap_training.motion import build_library
 from asap_training.rl.finetune import FineTuneCfg, fine_tune
-from asap_training.stage2.graph import EpisodeOutcome, GraphClient, GraphError, Progress
+
+if TYPE_CHECKING:  # the graph client's types only: its module imports rclpy (see record())
+    from asap_bringup.graph_client import EpisodeOutcome, Progress
 
 GRAPH_ATTEMPTS = 3
 """Fresh graphs tried per episode before the demo gives up."""
@@ -178,6 +181,9 @@ def record(
     One graph per episode, retried on a fresh graph when one stalls: here the lock-step clock stopped
     right after a ``/sim/reset`` in 2 of ~10 episodes (twin waiting for a command, node waiting for
     the clock; root cause not found yet), on a reused graph and once on a fresh one."""
+    # The graph client is a ROS package's (it imports rclpy): imported here, so that importing
+    # asap_training stays ROS-free (training/ruff.toml bans asap_bringup at module level).
+    from asap_bringup.graph_client import GraphError
 
     def progress(p: Progress) -> None:
         if p.stage in ("ramp", "policy"):
@@ -211,6 +217,8 @@ def _one_episode(
     sim_seed: int,
     action_noise: float,
 ) -> EpisodeOutcome:
+    from asap_bringup.graph_client import GraphClient  # rclpy: see record()
+
     with sim2sim_graph(cfg, policy, log, sim_seed, action_noise), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
         if push is not None:

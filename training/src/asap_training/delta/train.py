@@ -1,4 +1,5 @@
-"""``asap-delta``: fit the delta-action model πΔ to a real-trajectory dataset with PPO (research §4.3).
+"""``asap-delta``: fit the delta-action model πΔ to a real-trajectory dataset with PPO
+(arXiv 2502.01143 §III-B).
 
     asap-delta --dataset runs/demo/dataset.npz --run-dir runs/demo/delta --iterations 200
     asap-delta --dataset ds.npz --run-dir runs/delta_ankles --joints '.*_ankle_.*'   # 4-DoF ankle model
@@ -158,16 +159,24 @@ class _Selector:
             self.best = (error, iteration, self.scratch.read_bytes())
 
     def finish(self, path: Path, report: Path) -> str:
-        """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256."""
+        """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256. Warns when
+        the best πΔ replays the data worse than no correction (the fit then misses the gap: fine-tuning
+        in it would train against a simulator further from the robot than the nominal one)."""
         error, iteration, data = self.best
         path.write_bytes(data)
         self.scratch.unlink(missing_ok=True)
+        rows = open_loop_errors(self.dataset, profile=self.profile, horizons_s=(self.delta.horizon_s,))
+        without = next(iter(rows.values()))["e_g_mpjpe_mm"]
+        if error >= without:
+            print(f"WARNING: the best πΔ (iteration {iteration}) replays the data worse than no correction "
+                  f"({error:.1f} vs {without:.1f} mm at {self.delta.horizon_s:g} s)", flush=True)  # fmt: skip
         report.write_text(json.dumps({
             "metric": f"open-loop E_g-mpjpe (mm) at {self.delta.horizon_s:g} s on the dataset",
             "scores": {str(k): v for k, v in self.scores.items()},
             "elapsed_s": {str(k): v for k, v in self.elapsed_s.items()},
             "chosen_iteration": iteration,
             "chosen_error_mm": error,
+            "no_correction_error_mm": without,
         }, indent=2) + "\n")  # fmt: skip
         return sha256_of(data)
 
@@ -177,7 +186,8 @@ def _meta(dataset: RealDataset, delta: DeltaCfg, env: DeltaEnv, profile: str) ->
         action_joints=dataset.action_joints,
         mask=tuple(env.delta_mask.tolist()),
         control_dt=dataset.control_dt,
-        obs_dim=delta_obs_dim(len(dataset.action_joints)),
+        obs_dim=delta_obs_dim(len(dataset.action_joints), delta.action_history),
+        action_history=delta.action_history,
         obs_scales=dict(delta.obs_scales),
         action_clip=delta.max_delta,
         horizon_s=delta.horizon_s,

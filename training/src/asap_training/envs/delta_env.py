@@ -1,4 +1,5 @@
-"""The delta-action env: short open-loop replays of recorded real trajectories (research §4.3).
+"""The delta-action env: short open-loop replays of recorded real trajectories
+(arXiv 2502.01143 §III-B).
 
 Each episode starts the simulated G1 exactly at a recorded real state ``s_t`` (base from mocap, all 29
 joints), then applies ``a_real_t + Δa_t`` where ``a_real`` is the recorded action and ``Δa = πΔ(s, a_real)``
@@ -19,11 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.joint_map import JointMap
+from asap_core.motion import MotionClip
+from asap_core.quat import Array
+from asap_sim.kinematics import G1Kinematics
 from asap_sim.model import build_model
 from asap_sim.profiles import load_profile
-from asap_training import quat
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.config import (
     CurriculumCfg,
@@ -35,8 +38,7 @@ from asap_training.envs.config import (
     asap_rewards,
 )
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary, reference_from_clip
-from asap_training.quat import Array
+from asap_training.motion import MotionLibrary, reference_from_clip
 
 
 @dataclass(kw_only=True)
@@ -55,6 +57,9 @@ class DeltaCfg:
     auto_coverage: float = 0.8
     """With ``joints=("auto",)``: keep the fewest joints whose one-step corrections Δa* carry this share
     of the total (sum over joints of mean Δa*²)."""
+    action_history: int = 2
+    """Earlier recorded actions πΔ sees besides a_t (a_{t-1}, ...): where commands act late (latency), the
+    motion during tick t answers those, and a πΔ without them cannot tell (ASAP's πΔ sees none: 0)."""
     max_delta: float = 1.0
     """|Δa| bound (normalized action units; 1.0 = 0.25 rad of target). πΔ is a correction fitted on the
     states and actions the data visited; unbounded, it extrapolates on the unseen ones fine-tuning explores
@@ -80,7 +85,7 @@ class DeltaCfg:
 
 
 def delta_rewards() -> dict[str, RewardTermCfg]:
-    """Table II of the paper (research §4.3), except the action-norm weight.
+    """Table II of the paper (arXiv 2502.01143), except the action-norm weight.
 
     ASAP's −0.1 (README; −0.2 in the paper) assumes small corrections (|Δa| ≈ 0.05). For a 30 % ankle
     torque gap the exact correction has |Δa| ≈ 1 per ankle joint, and at −0.1 a two-thirds correction
@@ -102,7 +107,8 @@ def delta_env_cfg(
     dataset: RealDataset, num_envs: int = 64, profile: str = "nominal", seed: int = 0
 ) -> TrackingEnvCfg:
     """The simulator side of stage 2: the twin's physics rate, no randomization, no curricula, no
-    noise (ASAP's ``NO_domain_rand``; no ±1 m base-height noise, research §4.6)."""
+    noise (ASAP's ``NO_domain_rand``; nor its delta observation's ±1 m base-height noise,
+    ``noise_scales.base_pos_z = 1.0`` in ASAP's ``obs/delta_a/open_loop.yaml``)."""
     return TrackingEnvCfg(
         num_envs=num_envs,
         motions=(),
@@ -122,16 +128,21 @@ def delta_env_cfg(
 
 
 def delta_observation(
-    env: TrackingEnv, action: torch.Tensor, last_delta: torch.Tensor, scales: dict[str, float]
+    env: TrackingEnv,
+    action: torch.Tensor,
+    earlier_actions: torch.Tensor,
+    last_delta: torch.Tensor,
+    scales: dict[str, float],
 ) -> torch.Tensor:
-    """πΔ's input for the current state and the action about to be applied; the one builder used in
-    delta training and in fine-tuning (same terms, same timing)."""
+    """πΔ's input for the current state, the action about to be applied and the ones before it (N, H·A,
+    newest first); the one builder used in delta training and in fine-tuning (same terms, same timing)."""
     s = env.state
     quat_w = s.root_quat_w
     return torch.cat(
         [
             last_delta,
             action,
+            earlier_actions,
             s.root_ang_vel_b * scales["base_ang_vel"],
             quat.rotate_inv(quat_w, s.root_lin_vel_w) * scales["base_lin_vel"],
             s.root_pos_w[:, 2:3],
@@ -152,9 +163,9 @@ def expand_delta(delta: Array, cols: np.ndarray, num_actions: int) -> Array:
     return full
 
 
-def delta_obs_dim(num_actions: int) -> int:
+def delta_obs_dim(num_actions: int, action_history: int) -> int:
     """Width of :func:`delta_observation`."""
-    return 4 * num_actions + 3 + 3 + 1 + 2 + 3
+    return (4 + action_history) * num_actions + 3 + 3 + 1 + 2 + 3
 
 
 def dataset_library(dataset: RealDataset, kin: G1Kinematics) -> MotionLibrary:
@@ -269,10 +280,19 @@ class DeltaEnv(TrackingEnv):
         """The dataset row (trajectories concatenated) of every env's current frame."""
         return self._row(self.motion_ids, self.motion_time_s)
 
+    def earlier_recorded_actions(self) -> torch.Tensor:
+        """a_real at the ``action_history`` frames before the current one, newest first (N, H·A); before a
+        trajectory's first frame, its first action (the command held)."""
+        row, first = self.recorded_row(), self._first_row[self.motion_ids]
+        rows = (torch.maximum(row - k, first) for k in range(1, self.delta_cfg.action_history + 1))
+        earlier = [self._rec["action"][r] for r in rows]
+        return torch.cat(earlier, dim=1) if earlier else self.recorded_action()[:, :0]
+
     def observations(self) -> dict[str, torch.Tensor]:
         """``actor``: :func:`delta_observation`; ``critic``: the same plus the privileged terms."""
         last_delta = expand_delta(self.action, self.delta_cols, len(self.dataset.action_joints))
-        actor = delta_observation(self, self.recorded_action(), last_delta, self.delta_cfg.obs_scales)
+        earlier, scales = self.earlier_recorded_actions(), self.delta_cfg.obs_scales
+        actor = delta_observation(self, self.recorded_action(), earlier, last_delta, scales)
         privileged = [
             self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
         ]
