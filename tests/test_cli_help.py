@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 ROS_NODES = {"policy_node", "g1_sim", "recorder", "monitor"}
 """Nodes: configured by ROS parameters (``--ros-args -p``) declared from their own tables, no argparse."""
 
-NOT_YET_DERIVED = {"asap-push": "asap_bringup.push: converted when the lead merges its move (issue 20 item 1)"}
+NOT_YET_DERIVED = {"asap-push": "asap_bringup.push: the lead converts it when merging (issue 20 item 1)"}
 """Commands whose options are still written by hand, with the reason."""
 
 NOT_CONFIG = {

@@ -6,12 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from asap_core.config_options import ConfigParser
+from asap_core.motion import CLIP_DIR, save_clip
 from asap_sim.model import build_model
 from asap_training.cli.common import add_out
-from asap_training.motion import CLIP_DIR
 from asap_training.motion import authoring as library
 from asap_training.motion.authoring import CLIPS, AuthorCfg, ClipAuthor
-from asap_training.motion.formats import save_clip
 
 
 def parser() -> ConfigParser:
