@@ -52,7 +52,7 @@ class Traffic:
         self.mode_machines.add(int(image["mode_machine"]))
 
     def rate_hz(self) -> float:
-        if self.count < 2 or self.last_s == self.first_s:
+        if self.first_s is None or self.last_s is None or self.count < 2 or self.last_s == self.first_s:
             return 0.0
         return (self.count - 1) / (self.last_s - self.first_s)
 
