@@ -10,7 +10,7 @@ sees the action about to be applied in delta training and in fine-tuning alike (
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,7 +25,7 @@ class DeltaActionSource(Protocol):
         """Δa in normalized action units (zeros where the correction is restricted away)."""
 
 
-def resolve(target: str) -> object:
+def resolve(target: str) -> Any:
     """``"package.module:attr"`` → the attribute (raises ValueError naming the target)."""
     module, _, attr = target.partition(":")
     if not attr:

@@ -13,13 +13,14 @@ The clips the package ships (``asap_training/motion/clips/*.npz``) are regenerat
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from asap_core import g1
 from asap_sim.model import build_model, standing_base_height
@@ -54,7 +55,7 @@ def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
     return quat.mul(qz, quat.mul(qy, qx))
 
 
-def _ease(keys: Sequence[Keyframe], t: float, get: callable) -> np.ndarray:
+def _ease(keys: Sequence[Keyframe], t: float, get: Callable[[Keyframe], ArrayLike]) -> np.ndarray:
     """Cosine-eased interpolation of ``get(keyframe)`` at time ``t`` (held outside the key range)."""
     times = [k.t_s for k in keys]
     i = int(np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(keys) - 1))
