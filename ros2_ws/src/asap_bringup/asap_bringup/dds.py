@@ -8,6 +8,7 @@ the ``asap-up`` runner, the launch files and the robot image load it. ROS-free.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,8 +43,6 @@ def loaded_fastdds_profile(environ: Mapping[str, str]) -> Path | None:
 
 def disables_type_propagation(path: Path) -> bool:
     """Whether a Fast DDS XML profile sets ``fastdds.type_propagation`` to ``disabled``."""
-    import xml.etree.ElementTree as ET
-
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError):

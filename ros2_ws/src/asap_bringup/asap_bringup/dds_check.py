@@ -151,6 +151,7 @@ def report(traffic: Mapping[str, Traffic], endpoints: Mapping[str, Endpoints], n
 
 def observe(seconds: float) -> tuple[dict[str, Traffic], dict[str, Endpoints], list[str], int]:
     """Listen with rclpy: watched topics' samples (raw), then the graph as discovered."""
+    # ROS only to listen: the verdict imports and is tested without ROS (test_dds_check.py, make test-robot)
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from unitree_hg.msg import LowCmd, LowState

@@ -30,10 +30,12 @@ reads, validates against the G1 joint table and the graph's input/output shapes,
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
 import stat
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -447,10 +449,7 @@ def export_torch_policy(path: str | Path, module: Any, meta: PolicyMetadata, ops
     Uses the TorchScript exporter (``dynamo=False``: no onnxscript, deterministic) with a symbolic
     batch axis; torch is imported here only, so asap_core does not depend on it.
     """
-    import io
-    import warnings
-
-    import torch
+    import torch  # only here: asap_core does not depend on torch (training exports, the robot loads)
 
     buf = io.BytesIO()
     example = torch.zeros(1, meta.observation.dim)

@@ -144,11 +144,11 @@ def _compressor(name: str) -> Callable[[bytes], bytes]:
     if name == "":
         return bytes
     if name == "zstd":
-        import zstandard
+        import zstandard  # optional codec: needed only by who records or reads zstd chunks
 
         return zstandard.ZstdCompressor(level=1).compress
     if name == "lz4":
-        import lz4.frame
+        import lz4.frame  # optional codec, as zstandard
 
         return lz4.frame.compress
     raise ValueError(f"compression must be one of {COMPRESSIONS}, got {name!r}")
@@ -416,11 +416,11 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
         return data
     try:
         if compression == "zstd":
-            import zstandard
+            import zstandard  # optional codecs, as in _compressor
 
             with zstandard.ZstdDecompressor().stream_reader(data) as reader:
                 return reader.read(size + 1)
-        import lz4.frame
+        import lz4.frame  # (optional codec)
 
         return lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=size + 1)
     except Exception as exc:  # zstandard.ZstdError, lz4's RuntimeError: not a valid stream

@@ -48,8 +48,6 @@ class DeltaModelMeta:
 def export_delta_model(module: Any, path: str | Path, meta: DeltaModelMeta) -> str:
     """Export a torch module (obs [batch, obs_dim] → Δa [batch, k] of the k masked joints); returns the
     file's sha256."""
-    import torch
-
     buf = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter is intended

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from rsl_rl.modules import EmpiricalNormalization
+from tensordict import TensorDict
 
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
@@ -106,9 +108,6 @@ def one_step_targets(
 
 def fit_actor(actor: torch.nn.Module, obs: np.ndarray, targets: np.ndarray, cfg: WarmStartCfg) -> float:
     """Regress rsl_rl's actor (normalizer + MLP, deterministic output) onto the targets; returns the MSE."""
-    from rsl_rl.modules import EmpiricalNormalization
-    from tensordict import TensorDict
-
     x = TensorDict({"actor": torch.as_tensor(obs, dtype=torch.float32)}, batch_size=[len(obs)])
     y = torch.as_tensor(targets, dtype=torch.float32)
     actor.update_normalization(x)

@@ -21,6 +21,8 @@ import torch
 
 from asap_core import g1
 from asap_core.joint_map import JointMap
+from asap_sim.model import build_model
+from asap_sim.profiles import load_profile
 from asap_training import quat
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.config import (
@@ -193,9 +195,6 @@ class DeltaEnv(TrackingEnv):
         self.delta_mask = self.delta_cfg.mask(dataset.action_joints)
         self.delta_cols = np.flatnonzero(self.delta_mask)
         self._starts_np = starts
-        from asap_sim.model import build_model
-        from asap_sim.profiles import load_profile
-
         kin = G1Kinematics(build_model(load_profile(cfg.profile), timestep=cfg.physics_dt))
         super().__init__(cfg, dataset_library(dataset, kin))
 
