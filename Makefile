@@ -18,8 +18,7 @@ demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, f
 demo-quick: setup  ## the same loop with small budgets (a few minutes)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
-test: setup  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
-	@$(ENV) ruff check .
+test: lint  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
 	@$(ENV) python scripts/robot_py310.py
 	@$(ENV) python -m pytest $(PYTEST_ARGS)
 
@@ -29,8 +28,10 @@ test-fast: setup  ## unit tests only (no DDS, no slow)
 test-robot: setup  ## the robot image's Python 3.10 + docker/requirements-robot.txt: imports, ROS-free tests, aarch64/x86_64 wheels
 	@$(ENV) python scripts/robot_py310.py
 
-lint: setup  ## ruff
+lint: setup  ## ruff, the import layers (lint-imports) and the types (mypy), as configured in pyproject.toml
 	@$(ENV) ruff check .
+	@$(ENV) lint-imports --no-cache --no-logo
+	@$(ENV) mypy
 
 bench: setup  ## every benchmark script (prints numbers and ratios to raw baselines)
 	@$(ENV) for b in $$(ls ros2_ws/src/*/bench/*.py training/bench/*.py 2>/dev/null); do \
