@@ -4,7 +4,7 @@ ENV := source scripts/env.sh &&
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: help setup demo demo-quick test test-fast test-robot lint bench lock clean
+.PHONY: help setup demo demo-quick gaps test test-fast test-robot lint bench lock clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -17,6 +17,10 @@ demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, f
 
 demo-quick: setup  ## the same loop with small budgets (a few minutes)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/demo-quick $(DEMO_ARGS)
+
+GAPS ?= tired_ankles random:1001 random:1002 random:1003 random:1004 random:1005
+gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
+	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
 
 test: lint  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
 	@$(ENV) python scripts/robot_py310.py

@@ -22,6 +22,7 @@ from policy_graph import Graph, fresh_domain  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from asap_core.modes import Mode  # noqa: E402
+from asap_policy.control_loop import ControlLoop  # noqa: E402
 from asap_policy.executor import InlineExecutor  # noqa: E402
 from asap_policy.policy_node import PolicyNode  # noqa: E402
 
@@ -35,12 +36,12 @@ class PlantedError(RuntimeError):
 
 @pytest.fixture
 def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """(graph, arm): the node under test in this process; ``arm(name)`` makes its method ``name``
-    raise :class:`PlantedError` once, on its next call."""
+    """(graph, arm): the node under test in this process; ``arm(name)`` makes the method ``name``
+    of the node or of its control loop raise :class:`PlantedError` once, on its next call."""
     armed: set[str] = set()
 
-    def plant(name: str) -> None:
-        original = getattr(PolicyNode, name)
+    def plant(cls: type, name: str) -> None:
+        original = getattr(cls, name)
 
         def broken(self, *args, **kwargs):
             if name in armed:
@@ -49,10 +50,10 @@ def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             return original(self, *args, **kwargs)
 
         broken.__name__ = original.__name__
-        monkeypatch.setattr(PolicyNode, name, broken)
+        monkeypatch.setattr(cls, name, broken)
 
-    for name in ("_publish_diagnostics", "_submit"):
-        plant(name)
+    plant(PolicyNode, "_publish_diagnostics")
+    plant(ControlLoop, "submit")
     policy = policies.write(tmp_path / "sine.onnx", policies.Sine(N, 0.2), motion_s=30.0, name="sine")
     rclpy.init(domain_id=fresh_domain())
     graph = Graph(tmp_path)
@@ -60,6 +61,8 @@ def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         Parameter("policy_path", value=str(policy)), Parameter("ramp_s", value=0.3),
         Parameter("stale_damp_ms", value=200.0), Parameter("status_rate_hz", value=20.0),
         Parameter("diagnostics_rate_hz", value=20.0)])
+    node.configure()
+    node.activate()
     executor = InlineExecutor(offload=node.offloaded_callbacks, on_error=node.internal_error)  # as main()
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -69,7 +72,7 @@ def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         yield graph, armed.add
     finally:
         executor.shutdown()
-        node.shutdown()
+        node.deactivate()
         node.destroy_node()
         graph.close()
         rclpy.shutdown()
@@ -90,7 +93,7 @@ def test_an_error_in_a_timer_damps_and_the_node_keeps_reporting(node_in_process)
 def test_an_error_in_a_service_answers_with_the_reason_and_damps(node_in_process) -> None:
     graph, arm = node_in_process
     graph.to_hold()
-    arm("_submit")
+    arm("submit")
     reply = graph.set_mode(SetMode.Request.REQUEST_POLICY)
-    assert not reply.accepted and "internal error" in reply.message and "planted in _submit" in reply.message
+    assert not reply.accepted and "internal error" in reply.message and "planted in submit" in reply.message
     graph.wait(lambda: graph.mode() is Mode.DAMPING, 5.0, "DAMPING after the planted error")

@@ -11,6 +11,7 @@ import torch
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.model import DeltaModel, DeltaModelMeta, FrozenDelta, export_delta_model
+from asap_training.delta.warm_start import joint_shares, select_joints
 from asap_training.envs import actions as action_path
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.envs.tracking_env import TrackingEnv
@@ -57,9 +58,12 @@ def test_delta_env_starts_at_recorded_states_and_observes_the_recorded_action(no
     np.testing.assert_allclose(env.state.joint_pos, tr.joint_pos[frames], atol=1e-12)
     obs = env.observations()["actor"]
     a = len(ds.action_joints)
-    assert obs.shape == (3, delta_obs_dim(a))
+    assert obs.shape == (3, delta_obs_dim(a, 2))
     np.testing.assert_array_equal(obs[:, :a], 0.0)  # no previous Δa at an episode start
     np.testing.assert_allclose(obs[:, a : 2 * a], tr.action[frames])
+    # the two recorded actions before, newest first; before the first frame the first one (held)
+    np.testing.assert_allclose(obs[:, 2 * a : 3 * a], tr.action[[0, 6, 29]])
+    np.testing.assert_allclose(obs[:, 3 * a : 4 * a], tr.action[[0, 5, 28]])
 
 
 def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tuning(
@@ -105,14 +109,14 @@ def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tu
 def _constant_delta_model(tmp_path: Path, ds: RealDataset, value: float) -> Path:
     """A πΔ file whose network outputs ``value`` everywhere (bias only)."""
     a = len(ds.action_joints)
-    net = torch.nn.Linear(delta_obs_dim(a), a)
+    net = torch.nn.Linear(delta_obs_dim(a, 0), a)
     torch.nn.init.zeros_(net.weight)
     torch.nn.init.constant_(net.bias, value)
     meta = DeltaModelMeta(
         action_joints=ds.action_joints,
         mask=(1.0,) * a,
         control_dt=ds.control_dt,
-        obs_dim=delta_obs_dim(a),
+        obs_dim=delta_obs_dim(a, 0),
         obs_scales=DeltaCfg().obs_scales,
         action_clip=100.0,
         horizon_s=1.0,
@@ -129,10 +133,10 @@ def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
     a = len(ds.action_joints)
     mask = tuple(float("ankle" in n) for n in ds.action_joints)
     net = torch.nn.Sequential(
-        torch.nn.Linear(delta_obs_dim(a), 16), torch.nn.Tanh(), torch.nn.Linear(16, int(sum(mask)))
+        torch.nn.Linear(delta_obs_dim(a, 0), 16), torch.nn.Tanh(), torch.nn.Linear(16, int(sum(mask)))
     )
     meta = DeltaModelMeta(
-        action_joints=ds.action_joints, mask=mask, control_dt=0.02, obs_dim=delta_obs_dim(a),
+        action_joints=ds.action_joints, mask=mask, control_dt=0.02, obs_dim=delta_obs_dim(a, 0),
         obs_scales=DeltaCfg().obs_scales, action_clip=100.0, horizon_s=1.0, dataset_sha256=ds.sha256,
         profile="nominal",
     )  # fmt: skip
@@ -140,7 +144,7 @@ def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
     sha = export_delta_model(net, path, meta)
     model = DeltaModel(path)
     assert model.sha256 == sha and model.meta == meta
-    obs = np.random.default_rng(0).normal(size=(5, delta_obs_dim(a)))
+    obs = np.random.default_rng(0).normal(size=(5, delta_obs_dim(a, 0)))
     with torch.no_grad():
         out = net(torch.as_tensor(obs, dtype=torch.float32)).numpy()
     expected = np.zeros((5, a))
@@ -156,3 +160,30 @@ def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
 
     with pytest.raises(ValueError, match="joints differ"):
         FrozenDelta(WrongEnv(), str(path))
+
+
+def test_joint_selection_rule_keeps_the_fewest_joints_that_cover_the_share() -> None:
+    joints = ("a", "b", "c", "d")
+    targets = np.zeros((100, 4))
+    targets[:, 1], targets[:, 3], targets[:, 0] = 3.0, 2.0, 0.1  # power 9, 4, 0.01, 0
+    shares = joint_shares(targets, joints)
+    assert shares["b"] == pytest.approx(9 / 13.01) and shares["c"] == 0.0
+    assert select_joints(shares, 0.6) == ("b",)
+    assert select_joints(shares, 0.8) == ("b", "d")  # action order, not rank order
+    assert select_joints(shares, 1.0) == ("a", "b", "d")
+
+
+def test_auto_joints_find_a_gap_confined_to_the_ankles(weak_ankle_recording):
+    """weak_ankles halves the ankle motors' torque and adds ankle friction, nothing else: the one-step
+    corrections over all 23 joints put most of their weight on the four ankle joints, and the
+    data-chosen πΔ joints are exactly those (an all-joints or arm choice would fail)."""
+    from asap_training.delta.warm_start import WarmStartCfg, choose_joints
+
+    chosen, shares = choose_joints(
+        weak_ankle_recording, DeltaCfg(joints=("auto",)), WarmStartCfg(max_samples=256)
+    )
+    ankles = {j for j in weak_ankle_recording.action_joints if "ankle" in j}
+    assert sum(shares[j] for j in ankles) > 0.8
+    mask = chosen.mask(weak_ankle_recording.action_joints)
+    picked = {j for j, m in zip(weak_ankle_recording.action_joints, mask, strict=True) if m}
+    assert picked <= ankles and len(picked) >= 2

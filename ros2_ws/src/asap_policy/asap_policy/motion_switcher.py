@@ -57,8 +57,9 @@ class MotionSwitcherClient:
 
     def __init__(self, node: Node) -> None:
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self._node = node
         self._pub = node.create_publisher(Request, TOPICS[0], qos)
-        node.create_subscription(Response, TOPICS[1], self._on_response, qos)
+        self._sub = node.create_subscription(Response, TOPICS[1], self._on_response, qos)
         self._ids = itertools.count(int(time.time() * 1000))
         self._replies: dict[int, tuple[int, str]] = {}
         self._arrived = threading.Condition()
@@ -83,3 +84,8 @@ class MotionSwitcherClient:
         """Run :func:`release` with ``timeout_s`` per reply and between attempts."""
         self._timeout_s = timeout_s
         return release(self.call, attempts, timeout_s)
+
+    def destroy(self) -> None:
+        """Take the RPC's publisher and subscription off the node."""
+        self._node.destroy_publisher(self._pub)
+        self._node.destroy_subscription(self._sub)

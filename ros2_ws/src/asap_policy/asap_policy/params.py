@@ -17,6 +17,7 @@ from asap_core import g1, variants
 from asap_core.artifact import SourceRules
 from asap_core.control import ControlCfg
 from asap_core.safety import SafetyCfg
+from asap_policy.control_loop import LoopCfg
 from asap_policy.loader import LoaderCfg
 
 Value = bool | int | float | str
@@ -142,6 +143,13 @@ def loader_cfg(v: Validated, control_dt: float) -> LoaderCfg:
                         allowed_sha256=allowlist(v["policy_sha256_allowlist"]))
     return LoaderCfg(control_dt=control_dt, rules=rules, timeout_s=v["load_timeout_s"],
                      inference_threads=v["inference_threads"])
+
+
+def loop_cfg(v: Mapping[str, Value], sim_time: bool) -> LoopCfg:
+    """The control loop configuration of validated parameters (``sim_time``: ``use_sim_time``)."""
+    return LoopCfg(writer_rate_hz=v["writer_rate_hz"], stall_timeout_ms=v["stall_timeout_ms"],
+                   check_lowstate_crc=v["check_lowstate_crc"], sim_time=sim_time,
+                   wait_for_release=v["release_motion_switcher"])
 
 
 def _sim_only_problems(v: Mapping[str, Value]) -> list[str]:

@@ -9,6 +9,10 @@ resolved by the model builder (:func:`asap_sim.model.build_model`), which knows 
 ``nominal.yaml`` is what training assumes; the other shipped files name one gap each. Unknown
 keys, patterns that match nothing and out-of-range values raise :class:`ProfileError` naming the
 key and the allowed range.
+
+``random:<seed>`` names a gap nobody wrote down: :func:`random_profile` draws every effect from the
+ranges of :class:`RandomGapCfg` with that seed (the same profile for the same seed, on any machine),
+so a method can be scored on gaps it was not tuned on.
 """
 
 from __future__ import annotations
@@ -137,12 +141,14 @@ def shipped_profiles() -> tuple[str, ...]:
 
 def load_profile(name_or_path: str | Path) -> DynamicsProfile:
     """Load a shipped profile by name (``"weak_ankles"``) or any YAML file by path."""
+    if str(name_or_path).startswith(RANDOM_PREFIX):
+        return random_profile(_random_seed(str(name_or_path)))
     path = Path(name_or_path)
     if not path.suffix:
         path = PROFILE_DIR / f"{name_or_path}.yaml"
         if not path.is_file():
             raise ProfileError(f"no shipped dynamics profile {str(name_or_path)!r}; shipped: "
-                               f"{list(shipped_profiles())}, or pass a path to a .yaml file")
+                               f"{list(shipped_profiles())}, random:<seed>, or a path to a .yaml file")
     if not path.is_file():
         raise ProfileError(f"dynamics profile file {str(path)!r} does not exist")
     try:
@@ -237,3 +243,90 @@ def match_names(pattern: str, names: tuple[str, ...] | list[str]) -> list[int]:
     """Indices of ``names`` that ``pattern`` matches entirely (``re.fullmatch``)."""
     regex = re.compile(pattern)
     return [i for i, n in enumerate(names) if regex.fullmatch(n)]
+
+
+RANDOM_PREFIX = "random:"
+"""``random:<seed>``: a profile drawn by :func:`random_profile`."""
+
+
+@dataclass(frozen=True)
+class RandomGapCfg:
+    """Ranges a random reality gap is drawn from, uniformly. Every range stays inside :data:`KEYS`.
+
+    Per-joint effects land on a random subset of the 29 motors (each joint independently, with
+    ``joint_share``), each with its own value: weak, sticky or asymmetric joints nobody named. The
+    ranges span what a G1 is known to differ by: motors down to ~half strength (ASAP's ankle gap),
+    friction and damping of worn joints, heavier rotors, a payload, ASAP's 20-40 ms delay band cut
+    to one control tick and a half, floor and sensor differences."""
+
+    joint_share: float = 0.3
+    """Chance that each joint gets each per-joint effect."""
+    torque_scale: tuple[float, float] = (0.5, 0.9)
+    joint_friction: tuple[float, float] = (0.1, 0.8)
+    """N m."""
+    joint_damping: tuple[float, float] = (0.2, 2.0)
+    """N m s/rad."""
+    armature_scale: tuple[float, float] = (1.0, 2.0)
+    """Multiplies each joint's actuator armature (``asap_core.g1.ARMATURE``)."""
+    torso_mass_scale: tuple[float, float] = (0.85, 1.3)
+    com_offset: float = 0.03
+    """Largest pelvis CoM shift along x and y (m)."""
+    actuation_latency_ms: tuple[float, float] = (0.0, 30.0)
+    ground_friction: tuple[float, float] = (0.5, 1.2)
+    gyro_noise_std: tuple[float, float] = (0.0, 0.05)
+    accelerometer_noise_std: tuple[float, float] = (0.0, 0.1)
+    joint_pos_noise_std: tuple[float, float] = (0.0, 0.003)
+    joint_vel_noise_std: tuple[float, float] = (0.0, 0.1)
+
+
+def random_profile_dict(seed: int, cfg: RandomGapCfg = RandomGapCfg()) -> dict[str, Any]:
+    """The profile keys of gap ``seed``: a plain mapping, the same for the same seed and ``cfg``
+    (write it as YAML to keep or edit it)."""
+    rng = np.random.default_rng(seed)
+
+    def uniform(bounds: tuple[float, float], digits: int = 3) -> float:
+        return round(float(rng.uniform(*bounds)), digits)
+
+    def some_joints(bounds: tuple[float, float], scale: Mapping[str, float] | None = None) -> dict:
+        hit = [j for j in g1.MOTOR_ORDER if rng.random() < cfg.joint_share]
+        return {j: round(uniform(bounds, 4) * (scale[j] if scale else 1.0), 6) for j in hit}
+
+    def shift() -> float:
+        return uniform((-cfg.com_offset, cfg.com_offset))
+
+    armature = {j.name: g1.ARMATURE[j.actuator] for j in g1.JOINTS}
+    data: dict[str, Any] = {
+        "torque_scale": some_joints(cfg.torque_scale),
+        "joint_friction": some_joints(cfg.joint_friction),
+        "joint_damping": some_joints(cfg.joint_damping),
+        "armature": some_joints(cfg.armature_scale, armature),
+        "link_mass_scale": {"torso_link": uniform(cfg.torso_mass_scale)},
+        "base_com_offset": [shift(), shift(), 0.0],
+        "actuation_latency_ms": uniform(cfg.actuation_latency_ms, 1),
+        "ground_friction": uniform(cfg.ground_friction),
+        "gyro_noise_std": uniform(cfg.gyro_noise_std, 4),
+        "accelerometer_noise_std": uniform(cfg.accelerometer_noise_std, 4),
+        "joint_pos_noise_std": uniform(cfg.joint_pos_noise_std, 5),
+        "joint_vel_noise_std": uniform(cfg.joint_vel_noise_std, 4),
+        "seed": seed,
+    }
+    weak = ", ".join(f"{j.removesuffix('_joint')} {v:.0%}" for j, v in data["torque_scale"].items())
+    data["description"] = (
+        f"random gap {seed}: weak motors [{weak or 'none'}], friction on {len(data['joint_friction'])}, "
+        f"damping on {len(data['joint_damping'])}, heavier rotors on {len(data['armature'])} joints, "
+        f"latency {data['actuation_latency_ms']} ms, torso mass x{data['link_mass_scale']['torso_link']}"
+    )
+    return data
+
+
+def random_profile(seed: int, cfg: RandomGapCfg = RandomGapCfg()) -> DynamicsProfile:
+    """Gap ``seed`` drawn from ``cfg``'s ranges, resolved (named ``random:<seed>``)."""
+    return profile_from_dict(random_profile_dict(seed, cfg), name=f"{RANDOM_PREFIX}{seed}")
+
+
+def _random_seed(name: str) -> int:
+    text = name.removeprefix(RANDOM_PREFIX)
+    if not text.isdigit() or int(text) > KEYS["seed"].hi:
+        raise ProfileError(f"{name!r}: a random gap is named random:<seed>, with the seed an integer in "
+                           f"[0, {int(KEYS['seed'].hi)}], e.g. random:7")
+    return int(text)

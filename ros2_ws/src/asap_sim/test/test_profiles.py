@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from asap_core import g1
+from asap_sim import profiles
 from asap_sim.profiles import (
     KEYS,
     ProfileError,
@@ -104,3 +105,44 @@ def test_unknown_profile_lists_the_shipped_ones() -> None:
         load_profile("nope")
     with pytest.raises(ProfileError, match="does not exist"):
         load_profile("/nonexistent/x.yaml")
+
+
+def test_random_gap_is_the_same_for_the_same_seed() -> None:
+    a, b = profiles.random_profile_dict(11), profiles.random_profile_dict(11)
+    assert a == b
+    assert profiles.random_profile_dict(12) != a
+    loaded = profiles.load_profile("random:11")
+    assert loaded.name == "random:11"
+    assert np.array_equal(loaded.torque_scale, profiles.random_profile(11).torque_scale)
+
+
+def test_random_gaps_are_valid_and_span_their_ranges() -> None:
+    """200 seeds: every drawn mapping passes the same validation a YAML file does (a value outside
+    KEYS would raise), each effect stays inside RandomGapCfg's range, and the draws are not degenerate
+    (every per-joint effect reaches some joints, and different joints across seeds)."""
+    cfg = profiles.RandomGapCfg()
+    nominal = profiles.nominal_profile()
+    touched = {key: set() for key in ("torque_scale", "joint_friction", "joint_damping", "armature")}
+    latencies = []
+    for seed in range(200):
+        data = profiles.random_profile_dict(seed, cfg)
+        p = profiles.profile_from_dict(data, name=f"random:{seed}")
+        weak = p.torque_scale < 1.0
+        lo, hi = cfg.torque_scale
+        assert np.all((p.torque_scale[weak] >= lo) & (p.torque_scale[weak] <= hi))
+        heavier = p.armature / nominal.armature
+        assert np.all((heavier >= cfg.armature_scale[0] - 1e-3) & (heavier <= cfg.armature_scale[1] + 1e-3))
+        assert cfg.actuation_latency_ms[0] <= p.actuation_latency_ms <= cfg.actuation_latency_ms[1]
+        assert max(abs(p.base_com_offset[0]), abs(p.base_com_offset[1])) <= cfg.com_offset
+        for key in touched:
+            touched[key] |= set(data[key])
+        latencies.append(p.actuation_latency_ms)
+    for key, joints in touched.items():
+        assert len(joints) == len(g1.MOTOR_ORDER), f"{key} never reached {set(g1.MOTOR_ORDER) - joints}"
+    assert np.ptp(latencies) > 0.8 * np.ptp(cfg.actuation_latency_ms)
+
+
+def test_random_gap_names_are_checked() -> None:
+    for bad in ("random:", "random:x", "random:-1", f"random:{2**32}"):
+        with pytest.raises(profiles.ProfileError, match=r"random:<seed>"):
+            profiles.load_profile(bad)

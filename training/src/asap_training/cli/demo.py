@@ -21,15 +21,17 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
@@ -69,7 +71,14 @@ class DemoCfg:
     1 s open-loop error 145 -> 83 mm, yet the shipped policy, which falls on the gap at 3.2 s, ran the
     whole motion in the corrected simulator; fitted on runs with 0.2 noise, it fell there at 1.9-3.4 s,
     and fine-tuning in it had something to fix)."""
-    delta_joints: tuple[str, ...] = (".*_ankle_.*",)
+    delta_joints: tuple[str, ...] = (".*",)
+    """Regexes of the joints πΔ corrects: every policy joint (the paper's sim-to-sim πΔ), or ``auto``:
+    the joints that carry most of the one-step corrections in the data (printed, and recorded in the
+    πΔ file), or a subset you name (ASAP's robot πΔ: ``.*_ankle_.*``)."""
+    rounds: int = 1
+    """ASAP's iteration: each further round records ``episodes`` data episodes with the policy the
+    round before fine-tuned (with ``excitation``), refits πΔ on all data so far and fine-tunes that
+    policy again; the last round's policy is the one evaluated. Baselines use the first round's data."""
     delta_iterations: int = 60
     finetune_iterations: int = 200
     num_envs: int = 64
@@ -210,22 +219,35 @@ def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, 
     return mean_metrics(runs), runs
 
 
+def describe_gap(cfg: DemoCfg) -> str:
+    """Check the gap before any graph starts (a bad name fails here, not in the twin's log) and return
+    its description; a random gap is also written to ``<out>/gap.yaml``, to read or reuse by path."""
+    from asap_sim.profiles import RANDOM_PREFIX, ProfileError, load_profile, random_profile_dict
+
+    try:
+        profile = load_profile(cfg.gap)
+    except ProfileError as exc:
+        raise SystemExit(f"asap-demo: --gap: {exc}") from None
+    if cfg.gap.startswith(RANDOM_PREFIX):
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        drawn = random_profile_dict(profile.seed)
+        header = f"# asap-demo --gap {cfg.gap}: asap_sim.profiles.random_profile({profile.seed})\n"
+        (cfg.out / "gap.yaml").write_text(header + yaml.safe_dump(drawn, sort_keys=False))
+    return profile.description or profile.name
+
+
 def run(cfg: DemoCfg) -> Path:
     """The seven steps; returns the report path."""
+    from asap_training.data.dataset import merge_datasets
     from asap_training.data.ingest import ingest, summary
-    from asap_training.delta.train import train_delta
-    from asap_training.delta.warm_start import WarmStartCfg
-    from asap_training.envs.delta_env import DeltaCfg
-    from asap_training.eval.openloop import open_loop_errors
     from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
-    from asap_training.rl.finetune import FineTuneCfg, fine_tune
 
     t_start = time.monotonic()
     out = cfg.out
     parent_onnx = cfg.parent / "policy.onnx"
-    asap_onnx = out / "policy_asap.onnx"
+    gap = describe_gap(cfg)
 
-    where = f"on the {cfg.bringup} graph, twin on the '{cfg.gap}' gap"
+    where = f"on the {cfg.bringup} graph, twin on the '{cfg.gap}' gap ({gap})"
     step(1, f"recording {cfg.episodes} data episodes of the shipped policy {where}, action noise "
             f"{cfg.excitation}")  # fmt: skip
     data = record(cfg, parent_onnx, "data", cfg.episodes, 1000 * cfg.seed + 1, action_noise=cfg.excitation)
@@ -239,26 +261,23 @@ def run(cfg: DemoCfg) -> Path:
     dataset.save(out / "dataset.npz")
     print(summary(dataset), flush=True)
 
-    step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
-    delta_path, _ = train_delta(
-        dataset, out / "delta", delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
-        num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
-    )  # fmt: skip
-    selection = json.loads((out / "delta" / "selection.json").read_text())
-    scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
-    print(f"πΔ kept from iteration {selection['chosen_iteration']} ({selection['metric']} by iteration: "
-          f"{scores})", flush=True)  # fmt: skip
-    open_loop = {
-        "Vanilla (no correction)": open_loop_errors(dataset),
-        "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
-    }
-    print(open_loop_table(open_loop), flush=True)
-
-    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
-    common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
-              "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise}  # fmt: skip
-    fine_tune(cfg.parent, FineTuneCfg(delta_model=delta_path, **common), out / "finetune_asap", asap_onnx)
-    baseline_artifacts = run_baselines(cfg, dataset, common, open_loop)
+    fit = fit_and_fine_tune(cfg, dataset, cfg.parent, "")
+    open_loop = dict(fit.open_loop)
+    baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop)
+    datasets = [dataset]
+    for r in range(2, cfg.rounds + 1):
+        step(4, f"round {r}/{cfg.rounds}: recording {cfg.episodes} data episodes of round {r - 1}'s "
+                f"fine-tuned policy, action noise {cfg.excitation}")  # fmt: skip
+        bags = record(cfg, parent_onnx, f"data_r{r}", cfg.episodes, 1000 * cfg.seed + 100 * r + 1,
+                      push=fit.artifact, action_noise=cfg.excitation)  # fmt: skip
+        data += bags
+        datasets.append(ingest(bags, fit.artifact))
+        merged = merge_datasets(datasets)
+        merged.save(out / f"dataset_r{r}.npz")
+        print(summary(merged), flush=True)
+        fit = fit_and_fine_tune(cfg, merged, fit.run_dir, f"_r{r}")
+        open_loop.update({f"{name}, round {r} data": row for name, row in fit.open_loop.items()})
+    asap_onnx, delta_path = fit.artifact, fit.delta_path
 
     step(6, "pushing the fine-tuned policy (then each baseline's) into the running node (LoadPolicy) and "
             "recording again")  # fmt: skip
@@ -281,7 +300,7 @@ def run(cfg: DemoCfg) -> Path:
     minutes = (time.monotonic() - t_start) / 60
     report = write_report(
         out,
-        f"ASAP loop on the twin ('{cfg.gap}' gap)",
+        f"ASAP loop on the twin ('{cfg.gap}' gap: {gap})",
         {
             "Closed loop on the gap (Table IV format)": table
             + "\n\nEvery row: episodes recorded through the ROS graph (policy node + recorder), each policy"
@@ -304,6 +323,69 @@ def run(cfg: DemoCfg) -> Path:
     )
     print("\n" + table + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
     return report
+
+
+@dataclass(frozen=True)
+class RoundFit:
+    """One round's πΔ and fine-tuned policy."""
+
+    delta_path: Path
+    artifact: Path
+    run_dir: Path
+    """The fine-tuning run (a training run: the next round fine-tunes from it)."""
+    open_loop: dict
+    """Open-loop rows of the round's dataset without and with πΔ."""
+    common: dict
+    """Fine-tuning settings every method shares (budget, seed, dataset)."""
+
+
+def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str) -> RoundFit:
+    """Steps 4 and 5 of one round: fit πΔ on ``dataset`` and fine-tune ``parent`` with it frozen."""
+    from asap_training.delta.train import train_delta
+    from asap_training.delta.warm_start import WarmStartCfg
+    from asap_training.envs.delta_env import DeltaCfg
+    from asap_training.eval.openloop import open_loop_errors
+    from asap_training.eval.report import open_loop_table
+    from asap_training.rl.finetune import FineTuneCfg, fine_tune
+
+    step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
+    delta_dir = cfg.out / f"delta{tag}"
+    delta_path, _ = train_delta(
+        dataset, delta_dir, delta=DeltaCfg(joints=cfg.delta_joints), iterations=cfg.delta_iterations,
+        num_envs=cfg.num_envs, seed=cfg.seed, warm_start=WarmStartCfg(),
+    )  # fmt: skip
+    selection = json.loads((delta_dir / "selection.json").read_text())
+    scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
+    print(f"πΔ kept from iteration {selection['chosen_iteration']} ({selection['metric']} by iteration: "
+          f"{scores})", flush=True)  # fmt: skip
+    open_loop = {
+        "Vanilla (no correction)": open_loop_errors(dataset),
+        "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
+    }
+    print(open_loop_table(open_loop), flush=True)
+
+    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
+    common = {"iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
+              "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise}  # fmt: skip
+    run_dir, artifact = cfg.out / f"finetune_asap{tag}", cfg.out / f"policy_asap{tag}.onnx"
+    fine_tune(parent, FineTuneCfg(delta_model=delta_path, **common), run_dir, artifact)
+    shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
+    return RoundFit(delta_path, artifact, run_dir, open_loop, common)
+
+
+def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
+    """The demo on each gap (``<out>/<gap>/``), then one table and plot over all of them (``suite.md``)."""
+    from asap_training.eval.suite import write_suite
+
+    reports = {}
+    for k, gap in enumerate(gaps, 1):
+        label = Path(gap).stem if gap.endswith(".yaml") else gap
+        print(f"\n=== gap {k}/{len(gaps)}: {label}", flush=True)
+        report = run(replace(cfg, gap=gap, out=cfg.out / label.replace(":", "_")))
+        reports[label] = json.loads(report.with_suffix(".json").read_text())
+    path = write_suite(cfg.out, reports)
+    print("\n" + path.read_text() + f"\nsuite: {path}", flush=True)
+    return path
 
 
 def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict) -> dict[str, Path]:
@@ -346,7 +428,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     p.add_argument("--quick", action="store_true", help="the few-minute variant (smaller budgets)")
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default runs/demo)")
-    p.add_argument("--gap", help="twin dynamics profile (default tired_ankles)")
+    p.add_argument(
+        "--gap",
+        help="twin dynamics profile: a shipped name, a .yaml path or random:<seed> (default tired_ankles)",
+    )
     p.add_argument("--episodes", type=int, help="data episodes (with action noise) for πΔ")
     p.add_argument("--eval-episodes", type=int, help="closed-loop episodes per policy, before and after")
     p.add_argument("--excitation", type=float, help="action noise of the data episodes (default 0.2)")
@@ -357,11 +442,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--seed", type=int,
         help="seeds the twin's noise, the excitation and training (default 0; a run is reproducible)",
     )  # fmt: skip
+    p.add_argument(
+        "--delta-joints", nargs="+",
+        help="regexes of the joints πΔ corrects, or 'auto' (chosen from the data); default: every joint",
+    )  # fmt: skip
+    p.add_argument("--rounds", type=int, help="ASAP iterations: collect, refit πΔ, fine-tune (default 1)")
     p.add_argument("--delta-iterations", type=int)
     p.add_argument("--finetune-iterations", type=int)
     p.add_argument(
         "--baselines", nargs="*", default=[], choices=BASELINES,
         help="also fit and fine-tune these baselines with the same data and budget",
+    )  # fmt: skip
+    p.add_argument(
+        "--suite", nargs="+", metavar="GAP",
+        help="run the demo on each of these gaps (into <out>/<gap>) and write suite.md/.json/.png over all",
     )  # fmt: skip
     add_threads_option(p)
     args = p.parse_args(argv)
@@ -372,13 +466,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             "out": args.out, "gap": args.gap, "episodes": args.episodes, "bringup": args.bringup,
             "eval_episodes": args.eval_episodes, "excitation": args.excitation,
             "delta_iterations": args.delta_iterations, "finetune_iterations": args.finetune_iterations,
-            "baselines": tuple(args.baselines), "seed": args.seed,
+            "baselines": tuple(args.baselines), "seed": args.seed, "rounds": args.rounds,
+            "delta_joints": tuple(args.delta_joints) if args.delta_joints else None,
         }.items()
         if v is not None
     }  # fmt: skip
     cfg = DemoCfg.quick(**overrides) if args.quick else DemoCfg(**overrides)
     print(f"asap-demo: {json.dumps({k: str(v) for k, v in asdict(cfg).items()})}", flush=True)
-    run(cfg)
+    if args.suite:
+        run_suite(cfg, args.suite)
+    else:
+        run(cfg)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -105,7 +106,8 @@ class RealDataset:
     action_joints: tuple[str, ...]
     """Joint order of ``action`` (the artifact's policy joints)."""
     policy_sha256: str
-    """The artifact that produced every action (ingest refuses mixed episodes)."""
+    """The artifact that produced every action (ingest refuses mixed episodes; a merge of several
+    policies' datasets keeps the first one's and lists every part in ``info["parts"]``)."""
     mode_machine: int
     """The robot variant that reported the states (``LowState.mode_machine``)."""
     info: dict = field(default_factory=dict)
@@ -188,3 +190,27 @@ def load_dataset_for(prog: str, path: Path) -> RealDataset:
         return RealDataset.load(path)
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"{prog}: cannot read dataset {path}: {exc}") from None
+
+
+def merge_datasets(parts: Sequence[RealDataset]) -> RealDataset:
+    """One dataset of several (e.g. ASAP's rounds: each recorded with the policy the round before
+    fine-tuned). πΔ models the robot's answer to any (state, action), so the policies may differ; the
+    control period, action joints and robot variant may not. ``policy_sha256`` is the first part's,
+    every part's hash and provenance are in ``info["parts"]``."""
+    if not parts:
+        raise ValueError("merge_datasets needs at least one dataset")
+    first = parts[0]
+    for part in parts[1:]:
+        same = (part.control_dt, part.action_joints, part.mode_machine)
+        if same != (first.control_dt, first.action_joints, first.mode_machine):
+            raise ValueError(
+                f"cannot merge datasets of different control period / action joints / robot variant: "
+                f"{same} vs {(first.control_dt, first.action_joints, first.mode_machine)}"
+            )
+    names = [f"{k}/{tr.name}" for k, part in enumerate(parts) for tr in part.trajectories]
+    trajectories = tuple(
+        replace(tr, name=name)
+        for name, tr in zip(names, (tr for part in parts for tr in part.trajectories), strict=True)
+    )
+    provenance = [{"policy_sha256": p.policy_sha256, "sha256": p.sha256, "info": p.info} for p in parts]
+    return replace(first, trajectories=trajectories, info={"parts": provenance})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,11 @@ class DeltaModelMeta:
     dataset_sha256: str
     profile: str
     """Dynamics profile of the simulator πΔ corrects."""
+    action_history: int = 0
+    """Earlier actions in the observation (``DeltaCfg.action_history``; files without it: 0)."""
+    joint_shares: dict[str, float] = field(default_factory=dict)
+    """Where the joints were chosen from the data (``DeltaCfg.joints = ("auto",)``): each action joint's
+    share of the one-step corrections that chose them; empty where the user named the joints."""
 
 
 def export_delta_model(module: Any, path: str | Path, meta: DeltaModelMeta) -> str:
@@ -114,11 +119,16 @@ class FrozenDelta:
                 f"{path}: delta model control period {meta.control_dt} s != the env's {env.dt} s"
             )
         self.last = env.tensor(np.zeros((env.num_envs, len(meta.action_joints))))
+        self.earlier = env.tensor(np.zeros((env.num_envs, meta.action_history * len(meta.action_joints))))
 
     def __call__(self, env: TrackingEnv, action: torch.Tensor) -> torch.Tensor:
-        """Δa for every env; an env's first step of an episode sees no previous Δa. (πΔ runs in ONNX
+        """Δa for every env; an env's first step of an episode sees no previous Δa and, as earlier
+        actions, its first one (as a replay from a recording's first frame does). (πΔ runs in ONNX
         Runtime on the CPU: on a GPU env its input and output cross to the host once per step.)"""
-        self.last[env.episode_step == 0] = 0.0
-        obs = delta_observation(env, action, self.last, self.model.meta.obs_scales)
+        starting = env.episode_step == 0
+        self.last[starting] = 0.0
+        self.earlier[starting] = action[starting].repeat(1, self.model.meta.action_history)
+        obs = delta_observation(env, action, self.earlier, self.last, self.model.meta.obs_scales)
         self.last = env.tensor(self.model(obs.cpu().numpy()))
+        self.earlier = torch.cat([action, self.earlier], dim=1)[:, : self.earlier.shape[1]]
         return self.last

@@ -30,7 +30,13 @@ from pathlib import Path
 from asap_core.artifact import sha256_of
 from asap_training.data.dataset import RealDataset, load_dataset_for
 from asap_training.delta.model import DeltaModelMeta, export_delta_model
-from asap_training.delta.warm_start import WarmStartCfg, fit_actor, one_step_targets
+from asap_training.delta.warm_start import (
+    AUTO_JOINTS,
+    WarmStartCfg,
+    choose_joints,
+    fit_actor,
+    one_step_targets,
+)
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.parallel import add_threads_option, use_threads
@@ -67,10 +73,17 @@ def train_delta(
     last one); returns (``delta.onnx`` path, its sha256). With a ``warm_start``, the first
     ``critic_warmup`` iterations update only the critic."""
     delta = delta or DeltaCfg()
+    shares: dict[str, float] = {}
+    if delta.joints == AUTO_JOINTS:
+        delta, shares = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)
+        ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+        print(f"πΔ joints chosen from the data ({delta.auto_coverage:.0%} of the one-step corrections): "
+              f"{', '.join(j.replace(chr(92), '') for j in delta.joints)}; shares "
+              f"{', '.join(f'{j} {v:.0%}' for j, v in ranked[:8])}...", flush=True)  # fmt: skip
     ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
     env_cfg = delta_env_cfg(dataset, num_envs=num_envs, profile=profile, seed=seed)
     env = DeltaEnv(env_cfg, dataset, delta)
-    meta = _meta(dataset, delta, env, profile)
+    meta = replace(_meta(dataset, delta, env, profile), joint_shares=shares)
     path = run_dir / "delta.onnx"
     selector = _Selector(dataset, delta, meta, profile, run_dir / "candidate.onnx") if select_every else None
     warm = None
@@ -130,18 +143,26 @@ class _Selector:
             self.best = (error, iteration, self.scratch.read_bytes())
 
     def finish(self, path: Path, report: Path) -> str:
-        """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256."""
+        """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256. Warns when
+        the best πΔ replays the data worse than no correction (the fit then misses the gap: fine-tuning
+        in it would train against a simulator further from the robot than the nominal one)."""
         if self.best is None:
             raise RuntimeError("no candidate πΔ was scored (select_every must be within the iterations)")
         error, iteration, data = self.best
         path.write_bytes(data)
         self.scratch.unlink(missing_ok=True)
+        rows = open_loop_errors(self.dataset, profile=self.profile, horizons_s=(self.delta.horizon_s,))
+        without = next(iter(rows.values()))["e_g_mpjpe_mm"]
+        if error >= without:
+            print(f"WARNING: the best πΔ (iteration {iteration}) replays the data worse than no correction "
+                  f"({error:.1f} vs {without:.1f} mm at {self.delta.horizon_s:g} s)", flush=True)  # fmt: skip
         report.write_text(json.dumps({
             "metric": f"open-loop E_g-mpjpe (mm) at {self.delta.horizon_s:g} s on the dataset",
             "scores": {str(k): v for k, v in self.scores.items()},
             "elapsed_s": {str(k): v for k, v in self.elapsed_s.items()},
             "chosen_iteration": iteration,
             "chosen_error_mm": error,
+            "no_correction_error_mm": without,
         }, indent=2) + "\n")  # fmt: skip
         return sha256_of(data)
 
@@ -151,7 +172,8 @@ def _meta(dataset: RealDataset, delta: DeltaCfg, env: DeltaEnv, profile: str) ->
         action_joints=dataset.action_joints,
         mask=tuple(env.delta_mask.tolist()),
         control_dt=dataset.control_dt,
-        obs_dim=delta_obs_dim(len(dataset.action_joints)),
+        obs_dim=delta_obs_dim(len(dataset.action_joints), delta.action_history),
+        action_history=delta.action_history,
         obs_scales=dict(delta.obs_scales),
         action_clip=delta.max_delta,
         horizon_s=delta.horizon_s,
@@ -170,7 +192,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--iterations", type=int, default=200, help="PPO iterations (default 200)")
     p.add_argument("--num-envs", type=int, default=64, help="parallel replays (default 64)")
     p.add_argument("--horizon", type=float, default=1.0, help="open-loop episode length, s (default 1.0)")
-    p.add_argument("--joints", nargs="+", default=[".*"], help="regexes of the action joints Δa may change")
+    p.add_argument(
+        "--joints", nargs="+", default=[".*"],
+        help="regexes of the action joints Δa may change, or 'auto': chosen from the data (default: all)",
+    )  # fmt: skip
     p.add_argument("--profile", default="nominal", help="dynamics profile of the simulator being corrected")
     p.add_argument(
         "--select-every", type=int, default=5,

@@ -12,6 +12,7 @@ multi-step objective (Table II) from there.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,3 +129,38 @@ def fit_actor(actor: torch.nn.Module, obs: np.ndarray, targets: np.ndarray, cfg:
             optimizer.step()
     with torch.no_grad():
         return float(torch.nn.functional.mse_loss(actor(x), y))
+
+
+AUTO_JOINTS = ("auto",)
+"""``DeltaCfg.joints`` value that asks :func:`choose_joints` to pick the joints from the data."""
+
+
+def joint_shares(targets: np.ndarray, joints: tuple[str, ...]) -> dict[str, float]:
+    """Each joint's share of the one-step corrections: mean Δa*² of the joint over the sum of all
+    joints' (a joint the simulator already predicts needs Δa* ≈ 0 and gets a share ≈ 0)."""
+    power = np.mean(np.square(targets), axis=0)
+    return {j: float(p) for j, p in zip(joints, power / max(float(power.sum()), 1e-12), strict=True)}
+
+
+def select_joints(shares: dict[str, float], coverage: float) -> tuple[str, ...]:
+    """The fewest joints, largest share first, whose shares add up to ``coverage``; in action order."""
+    ranked = sorted(shares, key=shares.get, reverse=True)
+    total, keep = 0.0, set()
+    for joint in ranked:
+        if total >= coverage:
+            break
+        keep.add(joint)
+        total += shares[joint]
+    return tuple(j for j in shares if j in keep)
+
+
+def choose_joints(
+    dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
+) -> tuple[DeltaCfg, dict[str, float]]:
+    """``delta`` with its joints chosen from the data (see ``DeltaCfg.auto_coverage``) and every action
+    joint's share. The one-step targets over all joints say where the simulator misses the recording:
+    on a gap confined to some joints, the others' Δa* stay near zero."""
+    _, targets, _, _ = one_step_targets(dataset, dataclasses.replace(delta, joints=(".*",)), cfg, profile)
+    shares = joint_shares(targets, dataset.action_joints)
+    chosen = select_joints(shares, delta.auto_coverage)
+    return dataclasses.replace(delta, joints=tuple(re.escape(j) for j in chosen)), shares

@@ -47,7 +47,15 @@ class DeltaCfg:
     """Open-loop episode length (ASAP: 1.0 s, best closed-loop result in the paper's ablation)."""
     joints: tuple[str, ...] = (".*",)
     """Regexes over the action joints Δa may change; others get Δa = 0 (e.g. ``(".*_ankle_.*",)``
-    for the 4-DoF ankle model ASAP fitted on hardware)."""
+    for the 4-DoF ankle model ASAP fitted on hardware). ``("auto",)``: chosen from the data by
+    :func:`asap_training.delta.warm_start.choose_joints` (the paper's full-body πΔ needs no choice; a
+    subset helps where data are scarce, as on ASAP's robot)."""
+    auto_coverage: float = 0.8
+    """With ``joints=("auto",)``: keep the fewest joints whose one-step corrections Δa* carry this share
+    of the total (sum over joints of mean Δa*²)."""
+    action_history: int = 2
+    """Earlier recorded actions πΔ sees besides a_t (a_{t-1}, ...): where commands act late (latency), the
+    motion during tick t answers those, and a πΔ without them cannot tell (ASAP's πΔ sees none: 0)."""
     max_delta: float = 1.0
     """|Δa| bound (normalized action units; 1.0 = 0.25 rad of target). πΔ is a correction fitted on the
     states and actions the data visited; unbounded, it extrapolates on the unseen ones fine-tuning explores
@@ -117,16 +125,21 @@ def delta_env_cfg(
 
 
 def delta_observation(
-    env: TrackingEnv, action: torch.Tensor, last_delta: torch.Tensor, scales: dict[str, float]
+    env: TrackingEnv,
+    action: torch.Tensor,
+    earlier_actions: torch.Tensor,
+    last_delta: torch.Tensor,
+    scales: dict[str, float],
 ) -> torch.Tensor:
-    """πΔ's input for the current state and the action about to be applied; the one builder used in
-    delta training and in fine-tuning (same terms, same timing)."""
+    """πΔ's input for the current state, the action about to be applied and the ones before it (N, H·A,
+    newest first); the one builder used in delta training and in fine-tuning (same terms, same timing)."""
     s = env.state
     quat_w = s.root_quat_w
     return torch.cat(
         [
             last_delta,
             action,
+            earlier_actions,
             s.root_ang_vel_b * scales["base_ang_vel"],
             quat.rotate_inv(quat_w, s.root_lin_vel_w) * scales["base_lin_vel"],
             s.root_pos_w[:, 2:3],
@@ -147,9 +160,9 @@ def expand_delta(delta: Array, cols: np.ndarray, num_actions: int) -> Array:
     return full
 
 
-def delta_obs_dim(num_actions: int) -> int:
+def delta_obs_dim(num_actions: int, action_history: int) -> int:
     """Width of :func:`delta_observation`."""
-    return 4 * num_actions + 3 + 3 + 1 + 2 + 3
+    return (4 + action_history) * num_actions + 3 + 3 + 1 + 2 + 3
 
 
 def dataset_library(dataset: RealDataset, kin: G1Kinematics) -> MotionLibrary:
@@ -264,10 +277,19 @@ class DeltaEnv(TrackingEnv):
         """The dataset row (trajectories concatenated) of every env's current frame."""
         return self._row(self.motion_ids, self.motion_time_s)
 
+    def earlier_recorded_actions(self) -> torch.Tensor:
+        """a_real at the ``action_history`` frames before the current one, newest first (N, H·A); before a
+        trajectory's first frame, its first action (the command held)."""
+        row, first = self.recorded_row(), self._first_row[self.motion_ids]
+        rows = (torch.maximum(row - k, first) for k in range(1, self.delta_cfg.action_history + 1))
+        earlier = [self._rec["action"][r] for r in rows]
+        return torch.cat(earlier, dim=1) if earlier else self.recorded_action()[:, :0]
+
     def observations(self) -> dict[str, torch.Tensor]:
         """``actor``: :func:`delta_observation`; ``critic``: the same plus the privileged terms."""
         last_delta = expand_delta(self.action, self.delta_cols, len(self.dataset.action_joints))
-        actor = delta_observation(self, self.recorded_action(), last_delta, self.delta_cfg.obs_scales)
+        earlier, scales = self.earlier_recorded_actions(), self.delta_cfg.obs_scales
+        actor = delta_observation(self, self.recorded_action(), earlier, last_delta, scales)
         privileged = [
             self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()
         ]

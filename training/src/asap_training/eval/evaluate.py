@@ -109,14 +109,20 @@ def rollout(env: TrackingEnv, policy: OnnxPolicy) -> Rollout:
 
 
 def rollout_twin(
-    artifact: PolicyArtifact, env: TrackingEnv, profile: str, seed: int | None = None
+    artifact: PolicyArtifact,
+    env: TrackingEnv,
+    profile: str,
+    seed: int | None = None,
+    action_noise: float = 0.0,
 ) -> Rollout:
     """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd.
 
     Also returns the run as a stage-2 trajectory (sensed joints, ground-truth base as mocap would give,
-    applied actions), the ROS-free counterpart of an ingested episode bag.
+    applied actions), the ROS-free counterpart of an ingested episode bag. ``action_noise`` is the node's
+    excitation (``action_noise_std``: white noise on the clipped action, seeded with ``seed``).
     """
     meta = artifact.metadata
+    excitation = np.random.default_rng(seed)
     twin = Twin(load_profile(profile), TwinConfig(band_held=False, seed=seed))
     policy = LoadedPolicy(artifact)
     kp_fill, kd_fill = g1.gains(g1.MOTOR_ORDER, "asap")
@@ -144,6 +150,8 @@ def rollout_twin(
         state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
         _, raw, _ = policy.step(state, last_action, phase)
         last_action = np.clip(raw, -policy.clip, policy.clip)
+        if action_noise > 0.0:
+            last_action = last_action + excitation.normal(0.0, action_noise, last_action.shape)
         rows.append(
             (qpos[:3], qpos[3:7], qvel[:3], quat.rotate(qpos[3:7], qvel[3:6]), s.q, s.dq, last_action, phase)
         )

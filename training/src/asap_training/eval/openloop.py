@@ -59,8 +59,11 @@ def open_loop_errors(
     for key, value in (env_overrides or {}).items():
         setattr(cfg, key, value)
     # one extra step: the episode's last state is replaced by the next episode's start on reset
-    env = DeltaEnv(cfg, dataset, DeltaCfg(horizon_s=(steps + 1) * dt), starts=(ids, frames))
     model = DeltaModel(delta_model) if delta_model else None
+    history = model.meta.action_history if model else 0
+    env = DeltaEnv(
+        cfg, dataset, DeltaCfg(horizon_s=(steps + 1) * dt, action_history=history), starts=(ids, frames)
+    )
     robot, ref = [env.points.pos_w.cpu().numpy()], [env.ref.pos_w.cpu().numpy()]
     obs = env.observations()["actor"]
     for _ in range(steps):

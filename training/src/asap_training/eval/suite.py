@@ -1,0 +1,129 @@
+"""Several demo runs (gaps × seeds) summarised like the paper: every Table III/IV number per gap, then the
+mean and spread over gaps, with the episodes behind each cell and who won where.
+
+Input: the ``report.json`` of each run (``asap_training.cli.demo``), keyed by the run's label.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+VANILLA = "Vanilla (shipped policy)"
+ASAP = "ASAP (fine-tuned with πΔ)"
+FINE_TUNED = (ASAP, "SysID (fine-tuned)", "DR (Table VI, fine-tuned)", "DeltaDynamics (fine-tuned)")
+"""The corrections the paper compares (§4.7); Vanilla is the policy before any."""
+
+
+def _open_loop_reduction(report: Mapping) -> tuple[float, float, float]:
+    """(without πΔ, with πΔ, relative change) of E_g-mpjpe at the longest replay horizon."""
+    rows = report["open_loop"]
+    horizon = max(rows["Vanilla (no correction)"], key=float)
+    without = rows["Vanilla (no correction)"][horizon]["e_g_mpjpe_mm"]
+    with_delta = rows["ASAP (πΔ)"][horizon]["e_g_mpjpe_mm"]
+    return without, with_delta, with_delta / without - 1.0
+
+
+def suite_summary(reports: Mapping[str, Mapping]) -> dict:
+    """Per run and overall: closed-loop success and E_g-mpjpe of every method, open-loop change with πΔ,
+    whether ASAP beat Vanilla and was the lowest of the fine-tuned methods."""
+    runs = {}
+    for label, report in reports.items():
+        closed = report["closed_loop"]
+        without, with_delta, change = _open_loop_reduction(report)
+        tuned = {m: closed[m]["e_g_mpjpe_mm"] for m in FINE_TUNED if m in closed}
+        runs[label] = {
+            "closed_loop": {m: {k: row[k] for k in ("success_rate", "e_g_mpjpe_mm", "runs")}
+                            for m, row in closed.items()},
+            "open_loop_without_mm": without,
+            "open_loop_with_mm": with_delta,
+            "open_loop_change": change,
+            "asap_below_vanilla": closed[ASAP]["e_g_mpjpe_mm"] < closed[VANILLA]["e_g_mpjpe_mm"],
+            "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
+            "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.get) == ASAP,
+        }
+    methods = list(dict.fromkeys(m for r in runs.values() for m in r["closed_loop"]))
+    overall = {}
+    for m in methods:
+        cells = [r["closed_loop"][m] for r in runs.values() if m in r["closed_loop"]]
+        overall[m] = {
+            f"{key}_{stat}": float(fn([c[key] for c in cells]))
+            for key in ("success_rate", "e_g_mpjpe_mm")
+            for stat, fn in (("mean", np.mean), ("std", np.std))
+        } | {"gaps": len(cells), "episodes_per_gap": sorted({c["runs"] for c in cells})}
+    return {"runs": runs, "overall": overall}
+
+
+def suite_table(summary: Mapping) -> str:
+    """Markdown: one row per run (success % / E_g-mpjpe mm of every method, open loop without → with
+    πΔ), then mean ± std over the runs."""
+    runs, overall = summary["runs"], summary["overall"]
+    methods = list(overall)
+    head = "| Gap | " + " | ".join(methods) + " | open loop, no πΔ → πΔ (mm) |"
+    lines = [head, "|" + "---|" * (len(methods) + 2)]
+    for label, r in runs.items():
+        cells = []
+        for m in methods:
+            c = r["closed_loop"].get(m)
+            cells.append(f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f}" if c else "")
+        without, with_delta = r["open_loop_without_mm"], r["open_loop_with_mm"]
+        change = f"{without:.1f} → {with_delta:.1f} ({r['open_loop_change']:+.0%})"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {change} |")
+    means = [
+        f"{o['success_rate_mean']:.0%} ± {o['success_rate_std']:.0%} / "
+        f"{o['e_g_mpjpe_mm_mean']:.1f} ± {o['e_g_mpjpe_mm_std']:.1f}"
+        for o in overall.values()
+    ]
+    changes = [r["open_loop_change"] for r in runs.values()]
+    spread = f"{np.mean(changes):+.0%} ± {np.std(changes):.0%}"
+    lines.append("| mean ± std | " + " | ".join(means) + f" | {spread} |")
+    episodes = {m: o["episodes_per_gap"] for m, o in overall.items()}
+    wins = sum(r["asap_lowest_fine_tuned"] for r in runs.values())
+    below = sum(r["asap_below_vanilla"] for r in runs.values())
+    lines += [
+        "",
+        f"Cells: closed-loop success / E_g-mpjpe (mm); episodes per cell: {episodes}. ASAP below Vanilla on "
+        f"{below}/{len(runs)} gaps, lowest of the fine-tuned methods on {wins}/{len(runs)}.",
+    ]
+    return "\n".join(lines)
+
+
+def plot_suite(summary: Mapping, path: Path) -> None:
+    """Closed-loop E_g-mpjpe per gap and method (grouped bars, success rate on top)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs, methods = summary["runs"], list(summary["overall"])
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(runs) * max(1, len(methods)) / 3), 4.2))
+    width = 0.8 / len(methods)
+    for k, m in enumerate(methods):
+        xs, ys, labels = [], [], []
+        for i, r in enumerate(runs.values()):
+            if m in r["closed_loop"]:
+                xs.append(i + (k - (len(methods) - 1) / 2) * width)
+                ys.append(r["closed_loop"][m]["e_g_mpjpe_mm"])
+                labels.append(f"{r['closed_loop'][m]['success_rate']:.0%}")
+        bars = ax.bar(xs, ys, width, label=m)
+        ax.bar_label(bars, labels, fontsize=7)
+    ax.set_xticks(range(len(runs)), list(runs), rotation=20)
+    ax.set(ylabel="closed-loop E_g-mpjpe (mm)", title="every gap: error per method (success rate on top)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_suite(out: Path, reports: Mapping[str, Mapping]) -> Path:
+    """``suite.md``, ``suite.json`` and ``suite.png`` in ``out``; returns the Markdown path."""
+    summary = suite_summary(reports)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "suite.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot_suite(summary, out / "suite.png")
+    path = out / "suite.md"
+    path.write_text(f"# ASAP on {len(reports)} gaps\n\n{suite_table(summary)}\n\n![suite](suite.png)\n")
+    return path

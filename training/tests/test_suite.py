@@ -1,0 +1,47 @@
+"""The multi-gap summary: numbers per gap, mean and spread, and who won, from hand-made reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from asap_training.eval.suite import ASAP, VANILLA, suite_summary, suite_table, write_suite
+
+SYSID = "SysID (fine-tuned)"
+
+
+def _report(vanilla: tuple[float, float], asap: tuple[float, float], sysid: tuple[float, float],
+            open_loop: tuple[float, float]) -> dict:
+    def row(success: float, err: float) -> dict:
+        return {"success_rate": success, "e_g_mpjpe_mm": err, "runs": 3}
+
+    def ol(err: float) -> dict:
+        return {"0.5": {"e_g_mpjpe_mm": 2 * err}, "1": {"e_g_mpjpe_mm": err}}
+
+    return {
+        "closed_loop": {VANILLA: row(*vanilla), ASAP: row(*asap), SYSID: row(*sysid)},
+        "open_loop": {"Vanilla (no correction)": ol(open_loop[0]), "ASAP (πΔ)": ol(open_loop[1])},
+    }
+
+
+def test_summary_numbers_and_verdicts(tmp_path) -> None:
+    reports = {
+        "a": _report((0.0, 150.0), (1.0, 50.0), (1.0, 60.0), (100.0, 40.0)),
+        "b": _report((1.0, 80.0), (2 / 3, 90.0), (1.0, 70.0), (50.0, 45.0)),
+    }
+    s = suite_summary(reports)
+    a, b = s["runs"]["a"], s["runs"]["b"]
+    assert a["open_loop_change"] == pytest.approx(-0.6)  # the longest horizon ("1"), not "0.5"
+    assert a["asap_below_vanilla"] and a["asap_success_at_least_vanilla"] and a["asap_lowest_fine_tuned"]
+    assert not b["asap_below_vanilla"] and not b["asap_success_at_least_vanilla"]
+    assert not b["asap_lowest_fine_tuned"]
+    asap = s["overall"][ASAP]
+    assert (asap["e_g_mpjpe_mm_mean"], asap["e_g_mpjpe_mm_std"]) == pytest.approx((70.0, 20.0))
+    assert asap["success_rate_mean"] == pytest.approx(5 / 6) and asap["episodes_per_gap"] == [3]
+    table = suite_table(s)
+    assert "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100.0 → 40.0 (-60%) |" in table
+    assert "lowest of the fine-tuned methods on 1/2" in table and "below Vanilla on 1/2" in table
+    md = write_suite(tmp_path, reports)
+    assert json.loads((tmp_path / "suite.json").read_text())["runs"]["b"]["open_loop_with_mm"] == 45.0
+    assert (tmp_path / "suite.png").stat().st_size > 0 and "![suite]" in md.read_text()
