@@ -101,7 +101,7 @@ Validated = Mapping[str, Any]
 type differs by name, checked at run time)."""
 
 
-def validate(values: Mapping[str, Any]) -> dict[str, Value]:
+def validate(values: Mapping[str, Any]) -> Validated:
     """Defaults overlaid with ``values``, checked; raises ValueError listing every problem."""
     problems = [f"unknown parameter {k!r}" for k in values if k not in PARAMS_BY_NAME and k != "use_sim_time"]
     out: dict[str, Value] = {}
@@ -145,7 +145,7 @@ def loader_cfg(v: Validated, control_dt: float) -> LoaderCfg:
                      inference_threads=v["inference_threads"])
 
 
-def loop_cfg(v: Mapping[str, Value], sim_time: bool) -> LoopCfg:
+def loop_cfg(v: Validated, sim_time: bool) -> LoopCfg:
     """The control loop configuration of validated parameters (``sim_time``: ``use_sim_time``)."""
     return LoopCfg(writer_rate_hz=v["writer_rate_hz"], stall_timeout_ms=v["stall_timeout_ms"],
                    check_lowstate_crc=v["check_lowstate_crc"], sim_time=sim_time,
