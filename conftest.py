@@ -1,15 +1,10 @@
-"""Session-wide test isolation for DDS.
+"""Session-wide test isolation for DDS (asap_testing.dds.isolate), set before any test imports rclpy.
 
-Tests that use DDS get their own random ROS_DOMAIN_ID and stay on localhost, so parallel runs and
-other processes on the machine never cross-talk. Set before any test imports rclpy; processes the
-tests spawn inherit it.
+Each ROS package's test/conftest.py does the same, so a package's tests run alone isolated too.
 """
 
 from __future__ import annotations
 
-import os
-import random
+from asap_testing.dds import isolate
 
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+isolate()

@@ -1,7 +1,7 @@
 # asap sim2sim image: the project's own CI-tested stack (Debian 12, CPython 3.11, ROS 2 Kilted from PyPI
 # wheels, FastDDS, MuJoCo 4) built by `make setup`, running a bringup profile with the asap-up runner.
 # Everything of the sim2sim graph runs here: twin, policy node, recorder, and the monitor with the
-# reference ghost (asap_training is installed). No RViz / robot_state_publisher / tf2_msgs in the wheels.
+# reference ghost (MuJoCo is installed: asap_sim's FK). No RViz / robot_state_publisher / tf2_msgs in the wheels.
 #
 #   docker build -f docker/sim.Dockerfile -t asap/sim .
 #   docker compose -f docker/compose.sim2sim.yaml up          # see that file

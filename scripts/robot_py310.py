@@ -10,7 +10,10 @@ cannot be built here (no Docker engine). This step stands in for it:
    interpreter or this script change (a stamp, as ``scripts/setup.sh`` does);
 3. imports there, with ROS blocked, every module of the robot-side packages that needs no ROS, and fails
    on any that does not import (a module that imports something the image lacks, other than ROS, fails
-   too: add it to the pins or keep it out of robot-side code);
+   too: add it to the pins or keep it out of robot-side code); imports inside functions are followed
+   too, through the sources of the optional packages (``OPTIONAL_SOURCES``): a robot-side tool may
+   defer an import only of what ``NOT_IN_ROBOT_IMAGE`` names (the monitor's FK: MuJoCo, through
+   ``asap_sim``), never of anything else (``asap_training``);
 4. runs there the unit tests of those packages that need no ROS, torch or MuJoCo
    (``pytest -m "not graph and not node"``), plus ``tests/robot/`` and ``tests/faults/``;
 5. resolves the pins and everything they pull for CPython 3.10 on manylinux aarch64 (the G1's Jetson
@@ -39,22 +42,27 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from ros_free import FORBIDDEN  # noqa: E402
+SRC = ROOT / "ros2_ws" / "src"
+sys.path.insert(0, str(SRC / "asap_testing"))
+from asap_testing.ros_free import FORBIDDEN  # noqa: E402
 
 VENV = ROOT / ".venv-robot"
 PINS = ROOT / "docker" / "requirements-robot.txt"
-SRC = ROOT / "ros2_ws" / "src"
-ROBOT_PACKAGES = ("asap_core", "asap_logger", "asap_policy", "asap_bringup")
+ROBOT_PACKAGES = ("asap_core", "asap_logger", "asap_policy", "asap_bringup", "asap_testing")
 """What the robot image builds (everything but the MuJoCo twin)."""
-ROBOT_TESTS = (ROOT / "tests" / "robot", ROOT / "tests" / "faults")
+OPTIONAL_SOURCES = ("asap_sim",)
+"""Packages the image does not build whose modules robot-side code may import inside a function (where
+their dependencies are installed); their sources are followed to check what those imports need."""
+ROBOT_TESTS = (ROOT / "tests" / "robot", ROOT / "tests" / "faults", ROOT / "tests" / "interfaces")
 """Cross-package tests run there too (those of them that need nothing the robot venv lacks)."""
 TEST_TOOLS = ("pytest", "pytest-timeout", "pyyaml")
 """Added to the pins in .venv-robot, at constraints.txt's versions (PyYAML: the image's apt python3-yaml)."""
 ROS = {*FORBIDDEN, "launch", "launch_ros", "ament_index_python", "rcl_interfaces", "geometry_msgs",
        "visualization_msgs", "tf2_msgs"}
 """Top-level modules that ROS 2 provides on the robot (never in .venv-robot)."""
-NOT_IN_ROBOT_IMAGE = {"mujoco": "MuJoCo 4 needs Python >= 3.11 (make_urdf and the twin run on a workstation)"}
+NOT_IN_ROBOT_IMAGE = {
+    "mujoco": "MuJoCo 4 needs Python >= 3.11 (make_urdf, the twin and the monitor's FK run on a workstation)",
+}
 """Other imports a robot-side module may have, with the reason the image does without them."""
 GLIBC_MAX = 35
 """Ubuntu 22.04 (Humble's base, and JetPack 6's): manylinux_2_35 and older wheels install."""
@@ -136,8 +144,8 @@ def venv_env(vpy: Path) -> dict[str, str]:
 
 
 # --- what runs there ----------------------------------------------------------------------------
-def _module_level_imports(path: Path) -> set[str]:
-    """Dotted names a file imports when it is imported (function bodies excluded)."""
+def _imports(path: Path, deferred: bool = False) -> set[str]:
+    """Dotted names a file imports when it is imported, and with ``deferred`` inside its functions too."""
     names: set[str] = set()
     todo = list(ast.parse(path.read_text()).body)
     while todo:
@@ -146,16 +154,17 @@ def _module_level_imports(path: Path) -> set[str]:
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        elif deferred or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             todo += list(ast.iter_child_nodes(node))
     return names
 
 
 class Imports:
-    """Which files can be imported in .venv-robot, by their module-level imports, transitively."""
+    """Which files can be imported in .venv-robot, by their imports, transitively: module-level ones, or
+    with ``deferred`` those inside functions too (what calling the code may import)."""
 
-    def __init__(self, available: set[str], search: list[Path]) -> None:
-        self.available, self.search = available, search
+    def __init__(self, available: set[str], search: list[Path], deferred: bool = False) -> None:
+        self.available, self.search, self.deferred = available, search, deferred
         self._missing: dict[Path, set[str]] = {}
 
     def file_of(self, dotted: str, extra: Path | None = None) -> Path | None:
@@ -171,10 +180,12 @@ class Imports:
         if path not in self._missing:
             self._missing[path] = set()  # import cycles end here
             out: set[str] = set()
-            for dotted in _module_level_imports(path):
+            for dotted in _imports(path, self.deferred):
                 local = self.file_of(dotted, path.parent)
                 if local is not None and local != path:
                     out |= self.missing(local)
+                elif local is None and "." in dotted and self.file_of(dotted.rpartition(".")[0], path.parent):
+                    continue  # ``from pkg.module import name``: a name of a repository module
                 elif local is None and dotted.split(".")[0] not in self.available:
                     out.add(dotted.split(".")[0])
             self._missing[path] = out
@@ -204,9 +215,21 @@ def available_modules(vpy: Path, env: dict[str, str]) -> set[str]:
                                          check=True).stdout))
 
 
+def _search() -> list[Path]:
+    return [SRC / p for p in (*ROBOT_PACKAGES, *OPTIONAL_SOURCES)] + [ROOT / "tests"]
+
+
+def deferred_strays(available: set[str], allowed: set[str]) -> dict[str, set[str]]:
+    """Robot-side modules whose imports, inside functions included, need what the image lacks beyond
+    ``allowed`` (ROS, ``NOT_IN_ROBOT_IMAGE``), with what."""
+    imports = Imports(available - ROS, _search(), deferred=True)
+    out = {name: imports.missing(path) - allowed for name, path in robot_modules()}
+    return {name: need for name, need in out.items() if need}
+
+
 def classify(vpy: Path, env: dict[str, str]) -> tuple[list[str], dict[str, set[str]], list[Path], dict]:
     """(modules to import, modules left out with what they need, test files, tests left out)."""
-    imports = Imports(available_modules(vpy, env) - ROS, [SRC / p for p in ROBOT_PACKAGES] + [ROOT / "tests"])
+    imports = Imports(available_modules(vpy, env) - ROS, _search())
     modules, left_out = [], {}
     for name, path in robot_modules():
         need = imports.missing(path)
@@ -302,6 +325,11 @@ def run_py310(vpy: Path, pytest_args: list[str]) -> bool:
     for module, need in strays.items():
         say(f"FAILED: {module} imports {sorted(need)}, which the robot image does not install: add it to "
             f"{PINS.relative_to(ROOT)} or keep it out of robot-side code")
+    deferred = deferred_strays(available_modules(vpy, env), allowed)
+    for module, need in deferred.items():
+        say(f"FAILED: {module} imports {sorted(need)} inside a function, which the robot image does not "
+            f"install: robot-side code may defer only {sorted(NOT_IN_ROBOT_IMAGE)} (via {OPTIONAL_SOURCES})")
+    strays |= deferred
     failed = import_all(vpy, env, modules)
     for module, error in failed.items():
         say(f"FAILED: import {module} on Python 3.10:\n{error}")

@@ -37,12 +37,19 @@ else
 fi
 
 # 1b. The training package (training/, src layout), editable so the checkout's code is what runs. It
-# declares no pins of its own: its dependencies are in requirements.txt, installed above.
-if ! "$VENV/bin/python" - "$ROOT/training/src" <<'PYEOF' 2>/dev/null
+# declares no pins of its own: its dependencies are in requirements.txt, installed above. Reinstalled
+# when it points at another checkout or its console scripts differ from training/pyproject.toml's (a
+# removed or moved command must not linger in .venv/bin).
+if ! "$VENV/bin/python" - "$ROOT/training" <<'PYEOF' 2>/dev/null
 import sys
+import tomllib
+from importlib.metadata import distribution
 from pathlib import Path
 import asap_training
-sys.exit(Path(asap_training.__file__).resolve().parents[1] != Path(sys.argv[1]).resolve())
+root = Path(sys.argv[1]).resolve()
+scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+installed = {e.name: e.value for e in distribution("asap-training").entry_points if e.group == "console_scripts"}
+sys.exit(Path(asap_training.__file__).resolve().parents[1] != root / "src" or installed != scripts)
 PYEOF
 then
   say "installing training/ (asap_training) into .venv, editable"

@@ -45,3 +45,20 @@ def test_a_python_311_only_import_fails_the_python_310_import_check(tmp_path: Pa
     failed = robot_py310.import_all(vpy, env, ["robotpkg.old", "robotpkg.new"])
     assert list(failed) == ["robotpkg.new"]
     assert "cannot import name 'Self' from 'typing'" in failed["robotpkg.new"]
+
+
+def test_deferred_imports_are_followed_through_optional_sources(tmp_path: Path) -> None:
+    """A robot-side tool may defer MuJoCo through asap_sim (the monitor's FK), never asap_training."""
+    pkg = _package(tmp_path, {
+        "fk.py": "def f():\n    from optional.kin import K\n",
+        "training.py": "def f():\n    from asap_training.motion import build_library\n",
+    })
+    (tmp_path / "optional").mkdir()
+    (tmp_path / "optional" / "__init__.py").write_text("")
+    (tmp_path / "optional" / "kin.py").write_text("import mujoco\nimport numpy\n")
+    deferred = robot_py310.Imports({"numpy", "robotpkg"}, [tmp_path], deferred=True)
+    assert deferred.missing(pkg / "fk.py") == {"mujoco"}
+    assert deferred.missing(pkg / "training.py") == {"asap_training"}
+    module_level = robot_py310.Imports({"numpy", "robotpkg"}, [tmp_path])
+    assert module_level.missing(pkg / "fk.py") == module_level.missing(pkg / "training.py") == set()
+

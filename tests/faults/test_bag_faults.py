@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from rosbags.rosbag2 import Reader
-from synth_bags import write_episode
 
 from asap_logger import mcap_io
 from asap_logger.bag import BagCfg, TopicInfo
@@ -30,6 +29,7 @@ from asap_logger.msgdefs import load_definition
 from asap_logger.reader import open_episode
 from asap_logger.recorder import EventKind, Recorder, RecorderCfg
 from asap_logger.repair import reindex
+from asap_logger.testing.bags import write_episode
 
 SECONDS = 1.0  # 1550 messages in 31 chunks of 64 KiB
 

@@ -14,9 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-import policies
-
 from asap_core import g1, remote
 from asap_core.artifact import (
     ArtifactError,
@@ -28,6 +25,7 @@ from asap_core.artifact import (
 )
 from asap_core.control import ControlCfg, Controller, LoadedPolicy, MotorCommand, RobotState
 from asap_core.modes import COMBOS, Event, Mode
+from asap_core.testing import policies
 from asap_core.wire import NonFiniteCommandError, encode_lowcmd
 from asap_policy import params
 from asap_policy.loader import LoaderCfg, LoadRefusedError, PolicyLoader
@@ -42,7 +40,7 @@ TILTED = (np.cos(0.6), np.sin(0.6), 0.0, 0.0)  # 1.2 rad roll: over max_tilt_rad
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("core_faults")
-    base = policies.write(d / "zero.onnx", policies.Constant(N, 0.0), motion_s=5.0)
+    base = policies.write(d / "zero.onnx", policies.constant(N, 0.0), motion_s=5.0)
 
     def knees(key: str, value) -> Path:
         def edit(data: dict) -> None:
@@ -53,9 +51,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     return {"zero": base, "far": knees("default_joint_pos", lambda q: q + 1.7),
             "stiff": knees("kp", lambda kp: 2 * kp),
-            "grows": policies.write_graph(d / "grows.onnx", policies.output_grows_after(N, 0.5),
-                                          motion_s=0.4),
-            "slow": policies.write(d / "slow.onnx", policies.Slow(N), name="slow")}
+            "grows": policies.write(d / "grows.onnx", policies.output_grows_after(N, 0.5), motion_s=0.4),
+            "slow": policies.write(d / "slow.onnx", policies.slow(N), name="slow")}
 
 
 def state(q: np.ndarray | None = None, dq: np.ndarray | None = None, buttons: tuple[str, ...] = (),
@@ -286,7 +283,7 @@ def test_an_output_shape_change_mid_motion_damps_in_that_tick(files: dict) -> No
 
 
 def test_the_dry_run_checks_the_real_shape_and_the_time_budget(files: dict, tmp_path: Path) -> None:
-    wide = policies.write_graph(tmp_path / "wide.onnx", policies.output_grows_after(N, -1.0))
+    wide = policies.write(tmp_path / "wide.onnx", policies.output_grows_after(N, -1.0))
     with pytest.raises(Exception, match=r"output shape \[1, 46\]"):
         LoadedPolicy(load_artifact(wide))  # the warm-up runs it
     assert LoadedPolicy(load_artifact(files["grows"])).dry_run(state(), 0.01) == ""

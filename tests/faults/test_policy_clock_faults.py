@@ -13,7 +13,6 @@ import time
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-pytest.importorskip("torch")
 from asap_msgs.srv import SetMode  # noqa: E402
 from policy_graph import Graph, sine_policy_graph  # noqa: E402
 

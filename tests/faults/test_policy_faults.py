@@ -1,7 +1,7 @@
 """Fault injection against the running policy node (issue 16, items 1-7): what reaches the motors.
 
 The node under test is the real entry point (``python -m asap_policy.policy_node``) in its own
-process, driving the G1 test double (``tests/fake_g1.py``) over DDS. Each test injects one fault
+process, driving the G1 test double (asap_policy's ``test/fake_g1.py``) over DDS. Each test injects one fault
 (a hostile LoadPolicy, blocking loads, broken encoders, a swap far from the robot's pose, a second
 /lowcmd publisher) and asserts on what the node answered, what it reported, and every /lowcmd the
 robot received. The catalogue with expected and observed behaviour is ``tests/faults/README.md``.
@@ -17,8 +17,6 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-pytest.importorskip("torch")
-import policies  # noqa: E402
 from asap_msgs.srv import LoadPolicy, SetMode  # noqa: E402
 from policy_graph import Graph, sine_policy_graph  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
@@ -26,6 +24,7 @@ from unitree_hg.msg import LowCmd  # noqa: E402
 
 from asap_core import g1  # noqa: E402
 from asap_core.modes import Mode  # noqa: E402
+from asap_core.testing import policies  # noqa: E402
 
 # Three busy processes on 2 shared cores: a starved moment can trip the (correct) stale-state
 # damping during set-up; a failed attempt is retried once with the same assertions.
@@ -48,7 +47,7 @@ def graph(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def base(graph: Graph) -> Path:
     """A valid artifact to derive bad ones from (a constant-0 policy: holds the default pose)."""
-    return policies.write(graph.tmp / "base.onnx", policies.Constant(N, 0.0), motion_s=30.0, name="base")
+    return policies.write(graph.tmp / "base.onnx", policies.constant(N, 0.0), motion_s=30.0, name="base")
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +123,7 @@ def test_special_and_oversized_files_are_refused_at_once(graph: Graph) -> None:
 
 def test_a_mode_request_is_answered_while_loads_block(graph: Graph) -> None:
     # ~0.5 s of CPU per inference: a load (10 warm-up runs, then the dry run) takes 6 s of CPU or more
-    slow = policies.write(graph.tmp / "slow.onnx", policies.Slow(N, size=2500), name="slow")
+    slow = policies.write(graph.tmp / "slow.onnx", policies.slow(N, size=2500), name="slow")
     graph.to_hold()
     assert graph.load_client.wait_for_service(timeout_sec=20.0)
     first_load = _load_async(graph, slow)
@@ -194,10 +193,10 @@ def test_a_swap_in_hold_blends_the_gains(graph: Graph, base: Path) -> None:
 
 
 def test_output_shape_is_checked_at_load_and_on_every_tick(graph: Graph) -> None:
-    wide = policies.write_graph(graph.tmp / "wide.onnx", policies.output_grows_after(N, -1.0), name="wide")
+    wide = policies.write(graph.tmp / "wide.onnx", policies.output_grows_after(N, -1.0), name="wide")
     reply = graph.load(wide)  # declares [batch, 23], returns [1, 46] from the first run
     assert not reply.accepted and "output shape [1, 46]" in reply.message, reply.message
-    grows = policies.write_graph(graph.tmp / "grows.onnx", policies.output_grows_after(N, 0.5),
+    grows = policies.write(graph.tmp / "grows.onnx", policies.output_grows_after(N, 0.5),
                                  motion_s=0.4, name="grows")
     graph.to_hold()
     assert graph.load(grows).accepted  # [1, 23] at phase 0: the dry run cannot see it
@@ -206,7 +205,7 @@ def test_output_shape_is_checked_at_load_and_on_every_tick(graph: Graph) -> None
     assert "policy output shape [1, 46]" in graph.status.fault, graph.status.fault
     assert graph.set_mode(SetMode.Request.REQUEST_RESET).accepted
     graph.to_hold()
-    sine = policies.write(graph.tmp / "sine_again.onnx", policies.Sine(N, 0.2), motion_s=30.0)
+    sine = policies.write(graph.tmp / "sine_again.onnx", policies.sine(N, 0.2), motion_s=30.0)
     assert graph.load(sine).accepted
 
 

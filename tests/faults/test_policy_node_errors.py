@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-pytest.importorskip("torch")
-import policies  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
 from policy_graph import Graph, fresh_domain  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from asap_core.modes import Mode  # noqa: E402
+from asap_core.testing import policies  # noqa: E402
 from asap_policy.control_loop import ControlLoop  # noqa: E402
 from asap_policy.executor import InlineExecutor  # noqa: E402
 from asap_policy.policy_node import PolicyNode  # noqa: E402
@@ -54,7 +53,7 @@ def node_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     plant(PolicyNode, "_publish_diagnostics")
     plant(ControlLoop, "submit")
-    policy = policies.write(tmp_path / "sine.onnx", policies.Sine(N, 0.2), motion_s=30.0, name="sine")
+    policy = policies.write(tmp_path / "sine.onnx", policies.sine(N, 0.2), motion_s=30.0, name="sine")
     rclpy.init(domain_id=fresh_domain())
     graph = Graph(tmp_path)
     node = PolicyNode(parameter_overrides=[

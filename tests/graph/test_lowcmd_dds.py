@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from dds import finish, spawn, spin_until  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from unitree_hg.msg import LowCmd  # noqa: E402
 
 from asap_core.crc import lowcmd_crc  # noqa: E402
+from asap_testing.dds import finish, spawn, spin_until  # noqa: E402
 
 pytestmark = pytest.mark.graph
 COUNT = 2500  # 5 s at 500 Hz

@@ -18,7 +18,6 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 from asap_msgs.msg import PolicyStatus  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from dds import finish, spawn, wait_for  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from unitree_oracle import SdkPeer  # noqa: E402
 
@@ -26,6 +25,7 @@ from asap_core import g1  # noqa: E402
 from asap_core.artifact import load_artifact  # noqa: E402
 from asap_core.joint_map import JointMap  # noqa: E402
 from asap_core.modes import Mode  # noqa: E402
+from asap_testing.dds import finish, spawn, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.graph
 REPO = Path(__file__).resolve().parents[2]

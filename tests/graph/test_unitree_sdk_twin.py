@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from dds import finish, spawn, wait_for  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
@@ -27,6 +26,7 @@ from unitree_oracle import SdkPeer  # noqa: E402
 from asap_bringup.dds import loaded_fastdds_profile  # noqa: E402
 from asap_core import g1  # noqa: E402
 from asap_core.wire import decode_lowstate, lowstate_tick  # noqa: E402
+from asap_testing.dds import finish, spawn, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.graph
 ELBOW = g1.MOTOR_ORDER.index("left_elbow_joint")

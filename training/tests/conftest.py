@@ -29,6 +29,6 @@ def g1_model():
 @pytest.fixture(scope="session")
 def kin(g1_model):
     """FK on that model."""
-    from asap_training.motion import G1Kinematics
+    from asap_sim.kinematics import G1Kinematics
 
     return G1Kinematics(g1_model)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from asap_training import quat
+from asap_core import quat
 from asap_training.baselines.delta_dynamics import (
     SIMULATOR,
     DeltaDynamicsModel,

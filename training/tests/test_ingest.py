@@ -1,6 +1,6 @@
 """Ingest turns real MCAP episode bags of known content into exactly the rows they hold, and refuses bad ones.
 
-The bags are written by the shared synthetic-bag helper (``tests/synth_bags.py``): LowState at 500 Hz
+The bags are written by the shared synthetic-bag helper (``asap_logger.testing.bags``): LowState at 500 Hz
 with joint values a known function of the state index, odometry at 333 Hz (so "nearest" is not
 trivially "same index") with a tilted, turning orientation and a body-frame twist, policy records
 at 50 Hz that observed a state older than the newest one.
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from policies import Constant, write
-from ros_free import run_with_ros_blocked
 from scipy.spatial.transform import Rotation
-from synth_bags import T0, lowstate, odometry, record, typestore, write_messages
 
 from asap_core import g1
 from asap_core.artifact import PolicyArtifact, load_artifact
+from asap_core.testing.policies import constant, write
+from asap_logger.testing.bags import T0, lowstate, odometry, record, typestore, write_messages
+from asap_testing.ros_free import run_with_ros_blocked
 from asap_training.data.dataset import RealDataset
 from asap_training.data.ingest import MISSING_MOCAP_FIX, IngestError, ingest, main
 
@@ -112,7 +112,7 @@ def write_bag(
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> PolicyArtifact:
-    path = write(tmp_path_factory.mktemp("art") / "policy.onnx", Constant(23, 0.0), name="kick_test")
+    path = write(tmp_path_factory.mktemp("art") / "policy.onnx", constant(23, 0.0), name="kick_test")
     return load_artifact(path)
 
 

@@ -5,25 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asap_core import g1
-from asap_training import quat
-from asap_training.motion import (
-    G1Kinematics,
-    MotionLibrary,
-    build_library,
-    reference_from_clip,
-    shipped_clips,
-)
-from asap_training.motion.clip import MotionClip
-from asap_training.motion.formats import (
-    load_asap_pkl,
-    load_beyondmimic_npz,
-    load_lafan_csv,
-    load_motion,
-    save_clip,
-)
+from asap_core import g1, quat
+from asap_core.g1 import EXTENDED_POINTS, RIGID_BODIES, TRACKED_POINTS
+from asap_core.motion import MotionClip, load_beyondmimic_npz, save_clip, shipped_clips
+from asap_sim.kinematics import G1Kinematics
+from asap_training.motion import MotionLibrary, build_library, reference_from_clip
+from asap_training.motion.formats import load_asap_pkl, load_lafan_csv, load_motion
 from asap_training.motion.safe_pickle import safe_load
-from asap_training.robot import EXTENDED_POINTS, RIGID_BODIES, TRACKED_POINTS
 
 LEGS_AND_PELVIS = 13
 
@@ -179,3 +167,19 @@ def test_shipped_clips_are_planted_and_in_limits(kin):
         feet = [RIGID_BODIES.index(f) for f in ("left_ankle_roll_link", "right_ankle_roll_link")]
         lowest = m.pos_w[:, feet, 2].min(axis=1)
         assert np.ptp(lowest) < 1e-3, m.name  # always one sole on the floor (no jumps in the shipped set)
+
+
+def test_the_monitors_ghost_is_the_reference_training_tracks(kin):
+    """The monitor (robot side: asap_core + asap_sim, no asap_training) samples the library's reference."""
+    from asap_bringup.monitor_core import Reference
+    from asap_core.motion import CLIP_DIR, load_npz
+
+    lib = build_library(["arm_swing"], kin, g1.MOTOR_ORDER)
+    ghost = Reference(load_npz(CLIP_DIR / "arm_swing.npz"), kin)
+    assert ghost.duration_s == lib.duration_s[0]
+    for phase in (0.0, 0.137, 0.5, 0.999, 1.0):
+        want = lib.sample(np.array([0]), np.array([phase * lib.duration_s[0]]))
+        got = ghost.sample(phase)
+        np.testing.assert_array_equal(got.points, want.pos_w[0])
+        np.testing.assert_array_equal(got.root_quat, want.quat_w[0, 0])
+        np.testing.assert_array_equal(got.joint_pos, want.dof_pos[0])

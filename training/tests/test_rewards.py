@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from asap_core.g1 import TRACKED_POINTS, UPPER_BODY, point_indices
 from asap_training.envs.mdp import observations as obs_terms
 from asap_training.envs.mdp import rewards as r
 from asap_training.motion import MotionState
-from asap_training.robot import TRACKED_POINTS, UPPER_BODY, point_indices
 
 P = len(TRACKED_POINTS)
 IDENTITY = np.array([1.0, 0, 0, 0])

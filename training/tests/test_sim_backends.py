@@ -22,11 +22,10 @@ import numpy as np
 import pytest
 import torch
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_sim.model import build_model, standing_base_height
 from asap_sim.motor import MotorCommand, MotorParams, latency_steps
 from asap_sim.profiles import load_profile, nominal_profile
-from asap_training import quat
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.rl.config import PpoCfg

@@ -22,10 +22,11 @@ from asap_training.baselines.sysid import (
     pattern_search,
     profile_dict,
 )
-from asap_training.robot import POLICY_JOINTS
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 LEGS = r"(left|right)_(hip|knee|ankle)_.*"
+
+ASAP23 = g1.names("asap23")
 
 
 @pytest.fixture(scope="module")
@@ -44,28 +45,28 @@ def soft_legs(tmp_path_factory):
 
 
 def test_parameter_space_is_table_vii_with_grouped_gains():
-    family = parameter_space(POLICY_JOINTS)
+    family = parameter_space(ASAP23)
     names = [p.name for p in family]
     assert names[:4] == ["com_x", "com_y", "com_z", "base_mass"]
     assert {p.step for p in family[:3]} == {0.02} and {p.step for p in family[3:]} == {0.05}
     # 13 left/right-tied families of the 23 policy joints, a kp and a kd ratio each
-    assert len(joint_groups("family", POLICY_JOINTS)) == 13 and len(family) == 4 + 2 * 13
-    assert joint_groups("family", POLICY_JOINTS)["knee"] == r"(left|right)_knee_joint"
-    assert len(parameter_space(POLICY_JOINTS, "joint")) == 4 + 2 * 23  # the paper's per-joint set
-    limb = parameter_space(POLICY_JOINTS, "limb", extended=True)
+    assert len(joint_groups("family", ASAP23)) == 13 and len(family) == 4 + 2 * 13
+    assert joint_groups("family", ASAP23)["knee"] == r"(left|right)_knee_joint"
+    assert len(parameter_space(ASAP23, "joint")) == 4 + 2 * 23  # the paper's per-joint set
+    limb = parameter_space(ASAP23, "limb", extended=True)
     assert [p.name for p in limb if p.key == "torque_scale"] == ["torque/legs", "torque/waist", "torque/arms"]
     with pytest.raises(ValueError, match="family"):
-        joint_groups("per_motor", POLICY_JOINTS)
+        joint_groups("per_motor", ASAP23)
 
 
 def test_profile_dict_merges_into_the_base_and_identified_patterns_win():
-    params = parameter_space(POLICY_JOINTS, "limb")
+    params = parameter_space(ASAP23, "limb")
     values = np.array([p.nominal for p in params])
     values[[0, 3]] = 0.02, 1.2  # com_x, base mass
     values[[p.name for p in params].index("kp/legs")] = 0.9
     base = {"kp_scale": {".*": 0.8, "waist_yaw_joint": 0.7}, "ground_friction": 0.6}
     profile = profile_from_dict(profile_dict(params, values, base), name="t")
-    kp = {j: profile.kp_scale[g1.MOTOR_ORDER.index(j)] for j in POLICY_JOINTS}
+    kp = {j: profile.kp_scale[g1.MOTOR_ORDER.index(j)] for j in ASAP23}
     assert kp["left_knee_joint"] == kp["right_ankle_roll_joint"] == 0.9
     assert kp["waist_yaw_joint"] == 1.0 and kp["left_elbow_joint"] == 1.0  # identified: nominal groups
     assert profile.ground_friction == 0.6  # untouched base keys survive
@@ -74,7 +75,7 @@ def test_profile_dict_merges_into_the_base_and_identified_patterns_win():
 
 
 def test_pattern_search_goes_beyond_the_grid_and_respects_the_budget():
-    params = parameter_space(POLICY_JOINTS, "limb")
+    params = parameter_space(ASAP23, "limb")
     truth = np.array([p.nominal for p in params])
     truth[1], truth[4] = -0.03, 0.83  # com_y off-grid, kp/legs beyond the Table VII range
     steps = np.array([p.step for p in params])

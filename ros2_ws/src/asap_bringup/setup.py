@@ -31,9 +31,11 @@ setup(
     ],
     install_requires=["pyyaml"],
     zip_safe=True,
-    description="asap bringup: profiles, launch files, runner, monitor, RViz/Foxglove layouts.",
+    description="asap bringup: profiles, launch files, runner, monitor, operator tools (graph client, "
+                "asap-push), RViz/Foxglove layouts.",
     license="BSD-3-Clause",
     entry_points={"console_scripts": ["asap-up = asap_bringup.runner:main",
                                       "asap-dds-check = asap_bringup.dds_check:main",
+                                      "asap-push = asap_bringup.push:main",
                                       "monitor = asap_bringup.monitor_node:main"]},
 )

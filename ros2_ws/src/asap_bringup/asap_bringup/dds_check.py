@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from asap_bringup.dds import FASTDDS_PROFILE, disables_type_propagation, loaded_fastdds_profile
-from asap_core import variants
+from asap_core import interfaces, variants
 from asap_core.wire import LOWCMD, LOWSTATE, WireCodec
 
-WATCHED = {"/lowstate": LOWSTATE, "/lowcmd": LOWCMD}
-"""The robot's own topics, decoded and CRC-checked (names as asap_policy.policy_node.TOPICS)."""
+WATCHED = {interfaces.LOWSTATE: LOWSTATE, interfaces.LOWCMD: LOWCMD}
+"""The robot's own topics, decoded and CRC-checked."""
 NOT_ROS = frozenset({"_CREATED_BY_BARE_DDS_APP_", "_NODE_NAME_UNKNOWN_"})
 """Node names ROS reports (Kilted; older distributions) for an endpoint of a participant that is no node."""
 
@@ -91,7 +91,7 @@ def environment_lines(environ: Mapping[str, str]) -> list[str]:
 def verdict(traffic: Mapping[str, Traffic], endpoints: Mapping[str, Endpoints],
             environ: Mapping[str, str]) -> tuple[bool, list[str]]:
     """(robot state seen and valid, what to do), from what the check saw."""
-    state, seen = traffic["/lowstate"], endpoints.get("/lowstate")
+    state, seen = traffic[interfaces.LOWSTATE], endpoints.get(interfaces.LOWSTATE)
     hints = []
     if seen is None or not (seen.publishers or seen.foreign_publishers):
         hints.append("nothing publishes /lowstate here: is the robot (or simulator) on, on this domain (the "
@@ -115,7 +115,7 @@ def verdict(traffic: Mapping[str, Traffic], endpoints: Mapping[str, Endpoints],
         if bad:
             hints.append(f"{topic}: {bad} of {t.count} samples fail the robot's CRC"
                          + (" (a simulator that sends crc = 0, e.g. unitree_mujoco: run the policy node with "
-                            "check_lowstate_crc:=false)" if topic == "/lowstate" else ""))
+                            "check_lowstate_crc:=false)" if topic == interfaces.LOWSTATE else ""))
         unknown = sorted(m for m in t.mode_machines if m not in variants.VARIANTS)
         if unknown:
             hints.append(f"{topic}: mode_machine {unknown} is no G1 variant (unitree_mujoco sends 0: "
@@ -160,7 +160,7 @@ def observe(seconds: float) -> tuple[dict[str, Traffic], dict[str, Endpoints], l
     node = rclpy.create_node("asap_dds_check")
     traffic = {topic: Traffic() for topic in WATCHED}
     qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT)  # matches any writer
-    for topic, msg_type in (("/lowstate", LowState), ("/lowcmd", LowCmd)):
+    for topic, msg_type in ((interfaces.LOWSTATE, LowState), (interfaces.LOWCMD, LowCmd)):
         node.create_subscription(msg_type, topic, lambda data, t=topic: traffic[t].add(
             time.monotonic(), data, WATCHED[t]), qos, raw=True)
     try:

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from asap_core import interfaces
+
 PACKAGE = Path(__file__).resolve().parent.parent
 RVIZ_CONFIG = PACKAGE / "rviz" / "asap.rviz"
 FOXGLOVE_LAYOUT = PACKAGE / "foxglove" / "asap_layout.json"
-TF_TOPICS = ("/tf", "/tf_static")
+TF_TOPICS = (interfaces.TF, interfaces.TF_STATIC)
 _TOPIC = re.compile(r"^(/[A-Za-z0-9_/]+?)(?:[.{\[]|$)")
 _FOXGLOVE_TOPIC_KEYS = {"topic", "topicPath", "topicToRender", "value", "jointStatesTopic"}
 _RVIZ_FRAME_DISPLAYS = ("RobotModel", "TF", "MarkerArray", "Marker", "Odometry")

@@ -5,10 +5,12 @@ The ``monitor`` node (``asap_bringup.monitor_node``) feeds this core with the po
 the floating base (``/odometry``: the twin's ground truth or a mocap / state estimator on the robot).
 The core draws nothing itself; it returns a :class:`MonitorFrame` of numbers for the node to publish.
 
-- Forward kinematics and the 27 tracked points are those of training (``asap_training.motion.G1Kinematics``
-  on ``asap_sim.model.build_model``), and the reference is the artifact's motion looked up by name among
-  ``asap_training``'s shipped clips (or ``<motion_path>/<name>.npz``). Both are imported lazily: where
-  ``asap_training`` is missing (the Python 3.10 robot image) the status text says so and only text is shown.
+- Forward kinematics of the 27 tracked points (:data:`asap_core.g1.TRACKED_POINTS`) is training's
+  (:class:`asap_sim.kinematics.G1Kinematics` on ``asap_sim.model.build_model``). The reference is the
+  artifact's motion (``motion.name``) looked up among the shipped clips (:mod:`asap_core.motion`) or as
+  ``<motion_path>/<name>.npz``, grounded, FK'd and interpolated between frames as training's motion library
+  does. FK needs MuJoCo, imported lazily: where it is missing (the Python 3.10 robot image) the status text
+  says so and only text is shown.
 - The reference is placed like ``asap-eval --backend twin`` does: moved horizontally so that its first
   frame's pelvis stands where the robot's pelvis stands when the POLICY run starts (heading kept). Outside
   POLICY the offset follows the robot, so the ghost previews the start pose where the robot stands.
@@ -28,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.modes import Mode
+from asap_core.motion import CLIP_DIR, MotionClip, frame_blend, lerp_frames, load_npz, shipped_clips
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,13 @@ class Kinematics:
     """Training's FK of the tracked points on the twin's G1 model, plus what the monitor derives from it."""
 
     def __init__(self) -> None:
-        """Import lazily: ``asap_training`` needs Python >= 3.11 and is absent from the robot image."""
+        """Import lazily: MuJoCo (asap_sim's FK) needs Python >= 3.11 and is absent from the robot image."""
+        from asap_sim.kinematics import G1Kinematics
         from asap_sim.model import build_model, standing_base_height
-        from asap_training.motion import G1Kinematics
-        from asap_training.robot import FEET, TRACKED_POINTS
 
         self.kin = G1Kinematics(build_model())
-        self.points_names: tuple[str, ...] = TRACKED_POINTS
-        self.feet_index = {f: TRACKED_POINTS.index(f) for f in FEET}
+        self.points_names: tuple[str, ...] = g1.TRACKED_POINTS
+        self.feet_index = {f: g1.TRACKED_POINTS.index(f) for f in g1.FEET}
         self.edges = skeleton_edges(self.kin)
         self._joint_adr = self.kin.qpos_indices(g1.MOTOR_ORDER)
         default_q = g1.default_pose(g1.MOTOR_ORDER)
@@ -122,8 +124,6 @@ class Kinematics:
 
 def skeleton_edges(kin) -> tuple[tuple[int, int], ...]:
     """(child, parent) tracked-point index pairs: each point joined to its nearest tracked ancestor."""
-    from asap_training.robot import EXTENDED_POINTS, RIGID_BODIES
-
     model = kin.model
     index = {int(b): i for i, b in enumerate(kin.body_ids)}
     edges = []
@@ -133,34 +133,53 @@ def skeleton_edges(kin) -> tuple[tuple[int, int], ...]:
             parent = int(model.body_parentid[parent])
         if parent in index:
             edges.append((i, index[parent]))
-    for k, (parent_name, _) in enumerate(EXTENDED_POINTS.values()):
-        edges.append((len(RIGID_BODIES) + k, RIGID_BODIES.index(parent_name)))
+    for k, (parent_name, _) in enumerate(g1.EXTENDED_POINTS.values()):
+        edges.append((len(g1.RIGID_BODIES) + k, g1.RIGID_BODIES.index(parent_name)))
     return tuple(edges)
 
 
+@dataclass(frozen=True)
+class ReferenceState:
+    """The reference at one phase."""
+
+    points: np.ndarray
+    """(27, 3) tracked points in the clip's world frame."""
+    root_quat: np.ndarray
+    """(4,) pelvis orientation (wxyz)."""
+    joint_pos: np.ndarray
+    """(29,) joint positions in motor order (rad); joints the clip lacks are 0."""
+
+
 class Reference:
-    """One reference motion sampled by phase (training's motion library: FK, grounding, interpolation)."""
+    """One reference motion sampled by phase, computed as training's motion library computes it: the clip
+    grounded, FK'd at its frames, then interpolated between frames (lerp; slerp for the orientation)."""
 
-    def __init__(self, library, name: str) -> None:
-        self.library, self.name = library, name
-        self.duration_s = float(library.duration_s[0])
+    def __init__(self, clip: MotionClip, kin) -> None:
+        """``kin``: an :class:`asap_sim.kinematics.G1Kinematics`."""
+        clip = kin.grounded(clip)
+        self.name, self.fps, self.num_frames, self.duration_s = (
+            clip.name, clip.fps, clip.num_frames, clip.duration_s)
+        self.points, rot = kin.points(kin.qpos(clip))
+        self.root_quat = rot[:, 0]
+        self.joint_pos = clip.joints(g1.MOTOR_ORDER)
 
-    def sample(self, phase: float):
-        """The library's ``MotionState`` at ``phase`` in [0, 1] (one row)."""
+    def sample(self, phase: float) -> ReferenceState:
+        """The reference at ``phase`` in [0, 1] (clamped)."""
         t = np.array([np.clip(phase, 0.0, 1.0) * self.duration_s])
-        return self.library.sample(np.array([0]), t)
+        f0, f1, w = frame_blend(t, self.duration_s, self.fps, self.num_frames)
+        return ReferenceState(
+            points=lerp_frames(self.points, f0, f1, w)[0],
+            root_quat=quat.slerp(self.root_quat[f0], self.root_quat[f1], w)[0],
+            joint_pos=lerp_frames(self.joint_pos, f0, f1, w)[0],
+        )
 
 
-def find_motion(name: str, motion_path: str = "") -> str | None:
-    """A ``load_clips`` item for the motion: the shipped clip name, a ``<dir>/<name>.npz`` path, or None."""
-    from asap_training.motion import shipped_clips
-
-    if name in shipped_clips():
-        return name
-    for folder in filter(None, motion_path.split(os.pathsep)):
-        path = Path(folder).expanduser() / f"{name}.npz"
+def find_motion(name: str, motion_path: str = "") -> Path | None:
+    """The motion's ``.npz``: the shipped clip, else ``<folder>/<name>.npz`` on ``motion_path``; or None."""
+    for folder in (CLIP_DIR, *(Path(f).expanduser() for f in filter(None, motion_path.split(os.pathsep)))):
+        path = folder / f"{name}.npz"
         if path.is_file():
-            return str(path)
+            return path
     return None
 
 
@@ -174,7 +193,7 @@ class MonitorCore:
         self.kinematics_error = ""
         try:
             self.kinematics = kinematics_factory()
-        except Exception as e:  # ImportError where asap_training is absent, ModelError without the MJCF
+        except Exception as e:  # ImportError where MuJoCo is absent, ModelError without the MJCF
             self.kinematics_error = f"{type(e).__name__}: {e}"
         self._references: dict[str, Reference | str] = {}  # name -> reference, or why there is none
         self.policy_name = self.policy_sha = self.motion_name = self.fault = ""
@@ -224,16 +243,14 @@ class MonitorCore:
         return ref if isinstance(ref, Reference) else None
 
     def _load_reference(self, name: str) -> Reference | str:
-        from asap_training.motion import build_library, shipped_clips
-
-        item = find_motion(name, self.cfg.motion_path)
-        if item is None:
+        path = find_motion(name, self.cfg.motion_path)
+        if path is None:
             return (
                 f"motion {name!r} unknown: not a shipped clip {list(shipped_clips())} "
                 f"nor <motion_path>/{name}.npz"
             )
         try:
-            return Reference(build_library([item], self.kinematics.kin, g1.MOTOR_ORDER), name)
+            return Reference(load_npz(path), self.kinematics.kin)
         except Exception as e:  # a broken clip must not stop the monitor
             return f"motion {name!r} failed to load: {e}"
 
@@ -241,7 +258,7 @@ class MonitorCore:
         """The frame to publish now."""
         lines = [self._policy_line(), self._mode_line()] + ([f"fault: {self.fault}"] if self.fault else [])
         if self.kinematics is None:
-            lines.append(f"no FK (asap_training / G1 model unavailable): {self.kinematics_error}")
+            lines.append(f"no FK (MuJoCo / G1 model unavailable): {self.kinematics_error}")
             return MonitorFrame(tuple(lines))
         kin, ref = self.kinematics, self.reference()
         if self.motion_name and ref is None:
@@ -261,8 +278,8 @@ class MonitorCore:
             if base.source != "odometry":
                 self._offset = np.zeros(3)  # the live skeleton stands on the reference's pelvis
             elif self.mode != Mode.POLICY:  # frozen while the policy runs, as asap-eval places it
-                self._offset = _horizontal(live[0] - ref.sample(0.0).pos_w[0, 0])
-            ref_points, ref_q = state.pos_w[0] + self._offset, state.dof_pos[0]
+                self._offset = _horizontal(live[0] - ref.sample(0.0).points[0])
+            ref_points, ref_q = state.points + self._offset, state.joint_pos
         if ref_points is not None and self.mode == Mode.POLICY:
             l_err = float(np.linalg.norm((live - live[:1]) - (ref_points - ref_points[:1]), axis=-1).mean())
             if base.source == "odometry":
@@ -285,11 +302,11 @@ class MonitorCore:
             joint_error=None if ref_q is None else ref_q - self._q,
         )
 
-    def _base_pose(self, now_s: float, state) -> BasePose:
+    def _base_pose(self, now_s: float, state: ReferenceState | None) -> BasePose:
         if self._base is not None and now_s - self._base[2] <= self.cfg.odometry_timeout_s:
             return BasePose(self._base[0], self._base[1], "odometry")
         if state is not None:
-            return BasePose(state.pos_w[0, 0].copy(), state.quat_w[0, 0].copy(), "reference")
+            return BasePose(state.points[0].copy(), state.root_quat.copy(), "reference")
         height = self.kinematics.standing_height if self.kinematics else 0.8
         return BasePose(np.array([0.0, 0.0, height]), np.array([1.0, 0, 0, 0]), "standing")
 

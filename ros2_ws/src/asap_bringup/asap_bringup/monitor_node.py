@@ -13,6 +13,8 @@ bytes, decoded only at the publish rate); a timer at ``rate_hz`` publishes:
 - ``/tf`` ``world -> pelvis`` from the base pose, when ``tf2_msgs`` is installed (full ROS 2 installs;
   not the PyPI wheels) and ``publish_tf`` is true;
 - ``/diagnostics`` (1 Hz): ``asap_monitor: tracking``.
+
+Names are :mod:`asap_core.interfaces`' (remappable with ``--ros-args -r``).
 """
 
 from __future__ import annotations
@@ -37,20 +39,8 @@ from std_msgs.msg import ColorRGBA, Float32
 from visualization_msgs.msg import Marker, MarkerArray
 
 from asap_bringup.monitor_core import MonitorCfg, MonitorCore, MonitorFrame
+from asap_core import interfaces
 
-TOPICS = {
-    "status": "/policy/status",
-    "record": "/policy/record",
-    "joint_states": "/joint_states",
-    "odometry": "/odometry",
-    "markers": "/monitor/markers",
-    "error": "/monitor/tracking_error_m",
-    "error_local": "/monitor/tracking_error_local_m",
-    "reference": "/monitor/reference",
-    "tf": "/tf",
-    "diagnostics": "/diagnostics",
-}
-"""Every topic the node uses (remappable with ``--ros-args -r``)."""
 DESCRIPTIONS = {
     "rate_hz": "markers / errors / reference publish rate (Hz)",
     "frame_id": "frame of the markers; parent of the published base transform",
@@ -76,7 +66,7 @@ class MonitorNode(Node):
     """The monitor node (see the module docstring)."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__("monitor", **kwargs)
+        super().__init__(interfaces.MONITOR_NODE, **kwargs)
         defaults = MonitorCfg()
         values = {}
         for f in fields(MonitorCfg):
@@ -90,15 +80,15 @@ class MonitorNode(Node):
 
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
-        self.create_subscription(PolicyStatus, TOPICS["status"], self._on_status, reliable)
-        self.create_subscription(PolicyRecord, TOPICS["record"], self._on_record, latest)
-        for key, kind in (("joint_states", JointState), ("odometry", Odometry)):
-            self.create_subscription(kind, TOPICS[key], self._store(key), latest, raw=True)
-        self._markers = self.create_publisher(MarkerArray, TOPICS["markers"], reliable)
-        self._error = self.create_publisher(Float32, TOPICS["error"], reliable)
-        self._error_local = self.create_publisher(Float32, TOPICS["error_local"], reliable)
-        self._reference = self.create_publisher(ReferenceMotion, TOPICS["reference"], reliable)
-        self._diag = self.create_publisher(DiagnosticArray, TOPICS["diagnostics"], reliable)
+        self.create_subscription(PolicyStatus, interfaces.POLICY_STATUS, self._on_status, reliable)
+        self.create_subscription(PolicyRecord, interfaces.POLICY_RECORD, self._on_record, latest)
+        for topic, kind in ((interfaces.JOINT_STATES, JointState), (interfaces.ODOMETRY, Odometry)):
+            self.create_subscription(kind, topic, self._store(topic), latest, raw=True)
+        self._markers = self.create_publisher(MarkerArray, interfaces.MONITOR_MARKERS, reliable)
+        self._error = self.create_publisher(Float32, interfaces.MONITOR_ERROR, reliable)
+        self._error_local = self.create_publisher(Float32, interfaces.MONITOR_ERROR_LOCAL, reliable)
+        self._reference = self.create_publisher(ReferenceMotion, interfaces.MONITOR_REFERENCE, reliable)
+        self._diag = self.create_publisher(DiagnosticArray, interfaces.DIAGNOSTICS, reliable)
         self._tf: Publisher | None = None
         self._tf_types: tuple[type, type] | None = None
         if self.cfg.publish_tf:
@@ -109,7 +99,7 @@ class MonitorNode(Node):
                     "RobotModel displays need a full ROS 2 install)"
                 )
             else:
-                self._tf = self.create_publisher(self._tf_types[0], TOPICS["tf"], reliable)
+                self._tf = self.create_publisher(self._tf_types[0], interfaces.TF, reliable)
         self._last = MonitorFrame(("starting",))
         self.create_timer(1.0 / self.cfg.rate_hz, self._publish)
         self.create_timer(1.0, self._publish_diagnostics)
@@ -117,9 +107,9 @@ class MonitorNode(Node):
 
     # -- inputs ---------------------------------------------------------------------------------
 
-    def _store(self, key: str):
+    def _store(self, topic: str):
         def callback(data: bytes) -> None:
-            self._raw[key] = (data, time.monotonic())
+            self._raw[topic] = (data, time.monotonic())
 
         return callback
 
@@ -137,10 +127,10 @@ class MonitorNode(Node):
         self.core.set_phase(msg.mode, msg.phase)
 
     def _decode_inputs(self) -> None:
-        if (raw := self._raw.pop("joint_states", None)) is not None:
+        if (raw := self._raw.pop(interfaces.JOINT_STATES, None)) is not None:
             js = deserialize_message(raw[0], JointState)
             self.core.set_joints(js.name, js.position)
-        if (raw := self._raw.pop("odometry", None)) is not None:
+        if (raw := self._raw.pop(interfaces.ODOMETRY, None)) is not None:
             pose = deserialize_message(raw[0], Odometry).pose.pose
             self.core.set_base(
                 (pose.position.x, pose.position.y, pose.position.z),

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-pytest.importorskip("asap_training", reason="the monitor's FK is asap_training's (make setup installs it)")
+pytest.importorskip("mujoco", reason="the monitor's FK is asap_sim's, on MuJoCo")
 from asap_msgs.msg import PolicyStatus, ReferenceMotion  # noqa: E402
-from dds import spin_until  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -16,8 +15,9 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float32  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
-from asap_bringup.monitor_node import TOPICS, MonitorNode  # noqa: E402
-from asap_core import g1  # noqa: E402
+from asap_bringup.monitor_node import MonitorNode  # noqa: E402
+from asap_core import g1, interfaces  # noqa: E402
+from asap_testing.dds import spin_until  # noqa: E402
 
 pytestmark = pytest.mark.node
 
@@ -38,13 +38,13 @@ def test_a_running_policy_gets_its_ghost_error_and_reference(ros) -> None:
     executor.add_node(monitor)
     executor.add_node(peer)
     got: dict[str, list] = {"error": [], "local": [], "reference": [], "markers": []}
-    peer.create_subscription(Float32, TOPICS["error"], got["error"].append, 10)
-    peer.create_subscription(Float32, TOPICS["error_local"], got["local"].append, 10)
-    peer.create_subscription(ReferenceMotion, TOPICS["reference"], got["reference"].append, 10)
-    peer.create_subscription(MarkerArray, TOPICS["markers"], got["markers"].append, 10)
-    status_pub = peer.create_publisher(PolicyStatus, TOPICS["status"], 10)
-    joints_pub = peer.create_publisher(JointState, TOPICS["joint_states"], 10)
-    odom_pub = peer.create_publisher(Odometry, TOPICS["odometry"], 10)
+    peer.create_subscription(Float32, interfaces.MONITOR_ERROR, got["error"].append, 10)
+    peer.create_subscription(Float32, interfaces.MONITOR_ERROR_LOCAL, got["local"].append, 10)
+    peer.create_subscription(ReferenceMotion, interfaces.MONITOR_REFERENCE, got["reference"].append, 10)
+    peer.create_subscription(MarkerArray, interfaces.MONITOR_MARKERS, got["markers"].append, 10)
+    status_pub = peer.create_publisher(PolicyStatus, interfaces.POLICY_STATUS, 10)
+    joints_pub = peer.create_publisher(JointState, interfaces.JOINT_STATES, 10)
+    odom_pub = peer.create_publisher(Odometry, interfaces.ODOMETRY, 10)
     q = g1.default_pose(g1.MOTOR_ORDER)
 
     def feed() -> None:

@@ -104,9 +104,10 @@ def _assert_displayed_topics_are_published(node) -> None:
 
 def _assert_monitoring_flows(node) -> None:
     """Markers with the status text and the contact discs, monitor and motor diagnostics arrive."""
-    from dds import spin_until
     from diagnostic_msgs.msg import DiagnosticArray
     from visualization_msgs.msg import MarkerArray
+
+    from asap_testing.dds import spin_until
 
     markers: list[MarkerArray] = []
     diagnostics: dict[str, object] = {}

@@ -22,7 +22,7 @@ provenance         {"training_run", "parent_sha256", "dataset_sha256", "delta_mo
                    optional strings ("" = unknown)
 ================== ===================================================================
 
-:func:`write_artifact` (training, tests) validates and writes; :func:`load_artifact` (deploy)
+:func:`write_artifact` (training's exporter, tests) validates and writes; :func:`load_artifact` (deploy)
 reads, validates against the G1 joint table and the graph's input/output shapes, and raises an
 :class:`ArtifactError` subclass whose message names the field and what was expected.
 """
@@ -30,12 +30,10 @@ reads, validates against the G1 joint table and the graph's input/output shapes,
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
 import stat
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -441,25 +439,6 @@ def write_artifact(path: str | Path, model: onnx.ModelProto | bytes, meta: Polic
     data = model.SerializeToString()
     Path(path).write_bytes(data)
     return sha256_of(data)
-
-
-def export_torch_policy(path: str | Path, module: Any, meta: PolicyMetadata, opset: int = 17) -> str:
-    """Export a torch module (obs [batch, obs_dim] -> action [batch, n]) and write the artifact.
-
-    Uses the TorchScript exporter (``dynamo=False``: no onnxscript, deterministic) with a symbolic
-    batch axis; torch is imported here only, so asap_core does not depend on it.
-    """
-    import torch  # only here: asap_core does not depend on torch (training exports, the robot loads)
-
-    buf = io.BytesIO()
-    example = torch.zeros(1, meta.observation.dim)
-    names = (meta.onnx_input, meta.onnx_output)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter is intended
-        torch.onnx.export(module.eval(), (example,), buf, input_names=[names[0]],
-                          output_names=[names[1]], opset_version=opset, dynamo=False,
-                          dynamic_axes={n: {0: "batch"} for n in names})
-    return write_artifact(path, buf.getvalue(), meta)
 
 
 def asap_g1_metadata(*, motion: Motion, name: str = "asap_tracking", **overrides: Any) -> PolicyMetadata:

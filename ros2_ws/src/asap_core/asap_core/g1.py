@@ -1,9 +1,10 @@
-"""The Unitree G1 (29 motors) in one table: names, motor order, limits, default poses, gains.
+"""The Unitree G1 (29 motors) in one table: names, motor order, limits, default poses, gains, and the
+bodies and points that motion tracking follows.
 
-Every other module addresses joints by name and asks this table for indices. Sources (checked in
-shared/research): motor order and effort/velocity limits from unitree_ros2 / BeyondMimic's g1.py,
-position limits from the G1 URDF (as used by ASAP), ASAP 23-DoF gains and default pose from
-ASAP's ``g1_29dof_anneal_23dof.yaml``, wrist hold gains from ASAP's deploy config.
+Every other module addresses joints by name and asks this table for indices. Sources: motor order
+and effort/velocity limits from unitree_ros2 / BeyondMimic's g1.py, position limits from the G1 URDF
+(as used by ASAP), ASAP 23-DoF gains and default pose from ASAP's ``g1_29dof_anneal_23dof.yaml``, wrist
+hold gains from ASAP's deploy config.
 """
 
 from __future__ import annotations
@@ -202,3 +203,65 @@ def gain_ceilings(joint_names: tuple[str, ...] | list[str]) -> tuple[np.ndarray,
     effort = joint_array("effort_limit", joint_names)
     velocity = joint_array("velocity_limit", joint_names)
     return effort / KP_CEILING_SATURATION_RAD, effort / (KD_CEILING_SATURATION_SPEED * velocity)
+
+
+# --- Bodies and tracked points ----------------------------------------------------------------
+# Training's rewards, critic and metrics, the monitor's skeleton and the forward kinematics
+# (asap_sim.kinematics) all name the same bodies of the G1 model; ASAP's choice of them is a robot fact.
+
+RIGID_BODIES: tuple[str, ...] = (
+    "pelvis",
+    "left_hip_pitch_link",
+    "left_hip_roll_link",
+    "left_hip_yaw_link",
+    "left_knee_link",
+    "left_ankle_pitch_link",
+    "left_ankle_roll_link",
+    "right_hip_pitch_link",
+    "right_hip_roll_link",
+    "right_hip_yaw_link",
+    "right_knee_link",
+    "right_ankle_pitch_link",
+    "right_ankle_roll_link",
+    "waist_yaw_link",
+    "waist_roll_link",
+    "torso_link",
+    "left_shoulder_pitch_link",
+    "left_shoulder_roll_link",
+    "left_shoulder_yaw_link",
+    "left_elbow_link",
+    "right_shoulder_pitch_link",
+    "right_shoulder_roll_link",
+    "right_shoulder_yaw_link",
+    "right_elbow_link",
+)
+"""ASAP's 24 rigid bodies of the 23-DoF G1, in its (depth-first) order."""
+
+EXTENDED_POINTS = MappingProxyType(
+    {
+        # ASAP's extend_config: offsets in the parent body frame (m).
+        "left_hand_link": ("left_elbow_link", (0.25, 0.0, 0.0)),
+        "right_hand_link": ("right_elbow_link", (0.25, 0.0, 0.0)),
+        "head_link": ("torso_link", (0.0, 0.0, 0.42)),
+    }
+)
+"""name → (parent body, offset in the parent frame): hands 0.25 m along the elbow x axis, head 0.42 m
+above the torso origin."""
+
+TRACKED_POINTS: tuple[str, ...] = RIGID_BODIES + tuple(EXTENDED_POINTS)
+"""The 27 points of ASAP's rewards, critic and metrics (24 bodies + 3 extended)."""
+
+LOWER_BODY: tuple[str, ...] = RIGID_BODIES[:16]
+"""Pelvis, legs, waist and torso: the loose (σ = 0.1) half of the body-position reward."""
+UPPER_BODY: tuple[str, ...] = RIGID_BODIES[16:] + tuple(EXTENDED_POINTS)
+"""Arm links, hands and head: the tight (σ = 0.03) half."""
+FEET: tuple[str, ...] = ("left_ankle_roll_link", "right_ankle_roll_link")
+"""The foot bodies, left then right."""
+
+
+def point_indices(names: tuple[str, ...] | list[str]) -> np.ndarray:
+    """Indices of named points in :data:`TRACKED_POINTS`."""
+    missing = [n for n in names if n not in TRACKED_POINTS]
+    if missing:
+        raise KeyError(f"not tracked points: {missing}; tracked: {TRACKED_POINTS}")
+    return np.array([TRACKED_POINTS.index(n) for n in names], dtype=np.intp)

@@ -5,10 +5,11 @@ blocks. A block is one term either at the current tick (``history == 0``) or as 
 ``history`` values t-1 ... t-h, newest first. The observation is the concatenation of the blocks
 in spec order, each multiplied by its scale, then clipped to ``±clip``.
 
-ASAP's actor (``shared/research/asap.md`` §2.3, HumanoidVerse ``_get_obs_history_actor``) in this
-form: keys sorted alphabetically, ``history_actor`` expanded in place into one block per
-component key (sorted), each block ``[value(t-1), ..., value(t-4)]``; the history is updated
-after the observation is built, so it holds t-1..t-4. :func:`asap_actor_spec` builds it.
+ASAP's actor (arXiv 2502.01143 §II-B; ASAP's
+``obs/motion_tracking/deepmimic_a2c_nolinvel_LARGEnoise_history.yaml``, HumanoidVerse
+``_get_obs_history_actor``) in this form: keys sorted alphabetically, ``history_actor`` expanded in
+place into one block per component key (sorted), each block ``[value(t-1), ..., value(t-4)]``; the
+history is updated after the observation is built, so it holds t-1..t-4. :func:`asap_actor_spec` builds it.
 
 Terms are small pure functions of :class:`ObsInputs` and work on any leading batch shape, on numpy
 arrays and on torch tensors (:mod:`asap_core.arrays`), so training computes the same quantities for many
@@ -123,16 +124,6 @@ def term_dim(name: str, num_joints: int) -> int:
     if name not in TERMS:
         raise KeyError(f"unknown observation term {name!r}; known: {sorted(TERMS)}")
     return _FIXED_DIMS.get(name, num_joints)
-
-
-def quat_rotate_inverse(quat_wxyz: Array, v: Array) -> Array:
-    """Rotate ``v`` [..., 3] by the inverse of unit quaternions [..., 4] (w, x, y, z)."""
-    q, v = as_float(quat_wxyz), as_float(v)
-    w, u = q[..., :1], q[..., 1:]
-    ux, uy, uz, vx, vy, vz = u[..., 0], u[..., 1], u[..., 2], v[..., 0], v[..., 1], v[..., 2]
-    cross = stack([uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx])
-    dot = (ux * vx + uy * vy + uz * vz)[..., None]
-    return v * (2.0 * w * w - 1.0) - cross * (2.0 * w) + u * (2.0 * dot)
 
 
 @dataclass(frozen=True, kw_only=True)

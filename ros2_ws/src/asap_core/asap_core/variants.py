@@ -3,7 +3,7 @@
 The G1 reports its hardware variant in ``mode_machine`` and ignores any LowCmd whose
 ``mode_machine`` differs, so commands must echo the value read from LowState (hard-coding 5
 is ASAP's #1 user problem, LeCAR-Lab/ASAP#76). Values from unitree_rl_lab's G1 wrapper and
-Newton's asset table (shared/research/ros2_deploy.md §1.4).
+Newton's asset table.
 """
 
 from __future__ import annotations

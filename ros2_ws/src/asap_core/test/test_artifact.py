@@ -18,32 +18,25 @@ from asap_core.artifact import (
     Motion,
     Provenance,
     asap_g1_metadata,
-    export_torch_policy,
     load_artifact,
 )
 from asap_core.inference import OnnxPolicy
 from asap_core.observation import ObservationSpec, ObsTerm
-
-torch = pytest.importorskip("torch")
+from asap_core.testing import policies
 
 MOTION = Motion(name="test_motion", length_s=2.0)
-
-
-def mlp(obs_dim: int, n: int, seed: int = 0) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(obs_dim, 32), torch.nn.ELU(), torch.nn.Linear(32, n))
+AMPLITUDE = 0.2
 
 
 @pytest.fixture(scope="module")
-def asap_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.nn.Module, str]:
+def asap_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     meta = asap_g1_metadata(motion=MOTION, provenance=Provenance(training_run="run-7"))
-    net = mlp(380, 23)
     path = tmp_path_factory.mktemp("art") / "policy.onnx"
-    return path, net, export_torch_policy(path, net, meta)
+    return path, art.write_artifact(path, policies.sine(23, AMPLITUDE), meta)
 
 
 def test_round_trip_metadata_hash_and_inference(asap_file: tuple) -> None:
-    path, net, sha = asap_file
+    path, sha = asap_file
     loaded = load_artifact(path)
     assert loaded.sha256 == sha == art.sha256_of(path.read_bytes())
     m = loaded.metadata
@@ -51,8 +44,8 @@ def test_round_trip_metadata_hash_and_inference(asap_file: tuple) -> None:
     assert m.observation.dim == 380 and m.num_joints == 23 and m.control_dt == 0.02
     assert m.joint_names[12] == "waist_yaw_joint" and m.kp[12] == 400.0 and m.kd[4] == 0.2
     obs = np.random.default_rng(0).normal(size=380).astype(np.float32)
-    expected = net(torch.from_numpy(obs)[None]).detach().numpy()[0]
-    np.testing.assert_allclose(OnnxPolicy(loaded)(obs), expected, rtol=1e-5, atol=1e-5)
+    expected = np.full(23, AMPLITUDE * np.sin(2 * np.pi * obs[-1]))  # the graph's closed form
+    np.testing.assert_allclose(OnnxPolicy(loaded)(obs), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_metadata_is_plain_json_under_one_key(asap_file: tuple) -> None:
@@ -62,18 +55,6 @@ def test_metadata_is_plain_json_under_one_key(asap_file: tuple) -> None:
     assert data["contract_version"] == art.CONTRACT_VERSION
     assert data["observation"]["terms"][0] == {"name": "actions", "dim": 23, "scale": 1.0, "history": 0}
     assert data["motion"] == {"name": "test_motion", "length_s": 2.0}
-
-
-def _rewrite(src: Path, dst: Path, edit) -> Path:
-    """Copy an artifact with its metadata JSON edited by ``edit(dict)`` (bypassing the writer)."""
-    model = onnx.load(str(src))
-    for p in model.metadata_props:
-        if p.key == art.METADATA_KEY:
-            data = json.loads(p.value)
-            edit(data)
-            p.value = json.dumps(data)
-    dst.write_bytes(model.SerializeToString())
-    return dst
 
 
 @pytest.mark.parametrize(
@@ -101,7 +82,7 @@ def _rewrite(src: Path, dst: Path, edit) -> Path:
 )
 def test_bad_metadata_is_refused_naming_the_field(asap_file: tuple, tmp_path: Path, edit, error,
                                                   words: list[str]) -> None:
-    bad = _rewrite(asap_file[0], tmp_path / "bad.onnx", edit)
+    bad = policies.with_metadata(asap_file[0], tmp_path / "bad.onnx", edit)
     with pytest.raises(error) as info:
         load_artifact(bad)
     for w in words:
@@ -123,7 +104,7 @@ def test_observation_dim_must_match_the_graph(asap_file: tuple, tmp_path: Path) 
 def test_action_dim_must_match_the_graph(tmp_path: Path) -> None:
     meta = asap_g1_metadata(motion=MOTION)
     with pytest.raises(ContractMismatchError, match=r"onnx_output.*\[batch, 23\].*joints"):
-        export_torch_policy(tmp_path / "p.onnx", mlp(380, 29), meta)
+        art.write_artifact(tmp_path / "p.onnx", policies.mlp(380, 29, hidden=(32,)), meta)
 
 
 @pytest.mark.parametrize("payload", [b"", b"not an onnx file at all", bytes(range(256)) * 4])
@@ -175,5 +156,6 @@ def test_29_dof_isaaclab_order_policy_is_accepted(tmp_path: Path) -> None:
                             kp=tuple(kp), kd=tuple(kd), action_scale=tuple(0.25 * g1.joint_array(
                                 "effort_limit", joints) / kp), observation=spec,
                             onnx_input="obs", onnx_output="actions")
-    export_torch_policy(tmp_path / "bm.onnx", mlp(64, 29), meta)
+    graph = policies.mlp(64, 29, hidden=(32,), io_names=("obs", "actions"))
+    art.write_artifact(tmp_path / "bm.onnx", graph, meta)
     assert load_artifact(tmp_path / "bm.onnx").metadata.joint_names == joints

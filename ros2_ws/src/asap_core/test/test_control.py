@@ -9,13 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-import policies
-
 from asap_core import g1, remote
 from asap_core.artifact import load_artifact
 from asap_core.control import ControlCfg, Controller, LoadedPolicy, RobotState
 from asap_core.modes import Event, Mode
+from asap_core.testing import policies
 
 N = 23
 close = functools.partial(np.testing.assert_allclose, rtol=1e-6, atol=1e-6)  # float32 network output
@@ -31,9 +29,9 @@ MOTION_S = 0.2  # 10 ticks at 50 Hz
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("policies")
     return {
-        "zero": policies.write(d / "zero.onnx", policies.Constant(N, 0.0), motion_s=MOTION_S),
-        "plus": policies.write(d / "plus.onnx", policies.Constant(N, 0.4), motion_s=MOTION_S),
-        "nan": policies.write(d / "nan.onnx", policies.NanAfter(N, 0.5), motion_s=MOTION_S),
+        "zero": policies.write(d / "zero.onnx", policies.constant(N, 0.0), motion_s=MOTION_S),
+        "plus": policies.write(d / "plus.onnx", policies.constant(N, 0.4), motion_s=MOTION_S),
+        "nan": policies.write(d / "nan.onnx", policies.nan_after(N, 0.5), motion_s=MOTION_S),
     }
 
 

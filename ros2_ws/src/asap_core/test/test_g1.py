@@ -20,7 +20,7 @@ def test_motor_order_is_the_table_order() -> None:
 
 
 def test_isaaclab_order_as_documented() -> None:
-    # research/ros2_deploy.md §2.1, written out in words
+    # BeyondMimic's / Isaac Lab's G1 joint order (whole_body_tracking's g1.py), written out in words
     words = ("L hip pitch, R hip pitch, waist yaw, L hip roll, R hip roll, waist roll, L hip yaw, "
              "R hip yaw, waist pitch, L knee, R knee, L shoulder pitch, R shoulder pitch, L ankle pitch, "
              "R ankle pitch, L shoulder roll, R shoulder roll, L ankle roll, R ankle roll, L shoulder yaw, "
@@ -74,7 +74,8 @@ def test_asap_gains_and_pose_as_in_asap_config() -> None:
 
 
 def test_beyondmimic_gains_match_published_values() -> None:
-    # research §2.3: hip pitch 40.18/2.558, knee 99.10/6.309, ankle 28.50/1.814, arm 14.25/0.907,
+    # BeyondMimic's published values (arXiv 2508.08241; formula in asap_core/g1.py _armature_gains):
+    # hip pitch 40.18/2.558, knee 99.10/6.309, ankle 28.50/1.814, arm 14.25/0.907,
     # wrist pitch 16.78/1.068; action scale 0.25 effort/kp: 0.548, 0.351, 0.439, 0.439, 0.0745
     names = ["left_hip_pitch_joint", "left_knee_joint", "left_ankle_pitch_joint",
              "left_shoulder_pitch_joint", "left_wrist_pitch_joint"]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.joint_map import JointMap
 from asap_core.observation import (
     ObservationBuilder,
@@ -17,7 +17,7 @@ from asap_core.observation import (
     asap_actor_spec,
     assemble,
     motion_phase,
-    quat_rotate_inverse,
+    projected_gravity,
 )
 
 S = math.sqrt(0.5)
@@ -34,8 +34,12 @@ S = math.sqrt(0.5)
     ],
 )
 def test_projected_gravity_hand_computed(quat_wxyz: tuple, expected: tuple) -> None:
-    got = quat_rotate_inverse(np.array(quat_wxyz), np.array([0.0, 0.0, -1.0]))
-    np.testing.assert_allclose(got, expected, atol=1e-12)
+    zeros = np.zeros(3)
+    inputs = ObsInputs(q=zeros, dq=zeros, quat_wxyz=np.array(quat_wxyz), gyro_b=zeros, last_action=zeros,
+                       phase=0.0, default_q=zeros)
+    np.testing.assert_allclose(projected_gravity(inputs), expected, atol=1e-12)
+    gravity = np.array([0.0, 0.0, -1.0])  # the same as the inverse rotation of gravity
+    np.testing.assert_allclose(quat.rotate_inv(np.array(quat_wxyz), gravity), expected, atol=1e-12)
 
 
 def test_quat_rotate_inverse_batched_equals_rotation_matrix() -> None:
@@ -50,7 +54,7 @@ def test_quat_rotate_inverse_batched_equals_rotation_matrix() -> None:
         np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
     ], -2)
     expected = np.einsum("...ji,...j->...i", rot, v)  # R^T v
-    np.testing.assert_allclose(quat_rotate_inverse(q, v), expected, atol=1e-12)
+    np.testing.assert_allclose(quat.rotate_inv(q, v), expected, atol=1e-12)
 
 
 def test_asap_actor_spec_layout() -> None:

@@ -3,7 +3,9 @@
 The LowState sequence is recorded from a short MuJoCo rollout of the G1 model (free-falling,
 joints driven by a PD towards random targets, so orientation, gyro and joints all move) into the
 robot's own C layout (``asap_core.crc.LOWSTATE_DTYPE``, float32 as on the wire). The reference
-below is written from ``shared/research/asap.md`` §2.3 with plain loops and a rotation matrix:
+below is written from ASAP's observation config
+(``obs/motion_tracking/deepmimic_a2c_nolinvel_LARGEnoise_history.yaml``, HumanoidVerse's
+``_get_obs_history_actor``) with plain loops and a rotation matrix:
 keys sorted alphabetically, ``history_actor`` = per sorted key the last 4 values newest first,
 history updated after the observation is built, clip ±100.
 """

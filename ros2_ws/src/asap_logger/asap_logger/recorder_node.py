@@ -29,6 +29,7 @@ from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
+from asap_core import interfaces
 from asap_logger.bag import BagCfg, TopicInfo, qos_profile
 from asap_logger.errors import ConfigError, DefinitionNotFoundError, StorageError
 from asap_logger.msgdefs import load_definition
@@ -38,21 +39,21 @@ if TYPE_CHECKING:  # annotation only: the robot's older rclpy (Humble) need not 
     from rclpy.subscription import MessageInfo
 
 DEFAULT_TOPICS = [
-    "/lowstate",
-    "/lowcmd",
-    "/policy/record",
-    "/policy/status",
-    "/odometry",
-    "/joint_states",
-    "/diagnostics",
-    "/tf",
-    "/tf_static",
+    interfaces.LOWSTATE,
+    interfaces.LOWCMD,
+    interfaces.POLICY_RECORD,
+    interfaces.POLICY_STATUS,
+    interfaces.ODOMETRY,
+    interfaces.JOINT_STATES,
+    interfaces.DIAGNOSTICS,
+    interfaces.TF,
+    interfaces.TF_STATIC,
 ]
 # name: (default, description); every parameter is read-only (fixed at configure time).
 PARAMETERS: dict[str, tuple[object, str]] = {
     "output_dir": ("~/asap_episodes", "episodes are written to <output_dir>/<episode_id>/"),
     "topics": (DEFAULT_TOPICS, "topics to record, subscribed when they appear (others are ignored)"),
-    "status_topic": ("/policy/status", "asap_msgs/PolicyStatus of the policy node (auto mode)"),
+    "status_topic": (interfaces.POLICY_STATUS, "asap_msgs/PolicyStatus of the policy node (auto mode)"),
     "auto_episodes": (True, "one episode per POLICY run of the policy node"),
     "chunk_period_s": (0.5, "close a chunk at most this long after its first message (crash loses <= this)"),
     "chunk_bytes": (4 << 20, "close a chunk at this size (bytes)"),
@@ -66,7 +67,7 @@ PARAMETERS: dict[str, tuple[object, str]] = {
     "qos_depth": (1000, "history depth of the recording subscriptions"),
     "discovery_period_s": (1.0, "how often the graph is checked for new topics (s)"),
     "episode_metadata_json": ("", "JSON object stored in every episode (e.g. robot id, operator)"),
-    "twin_node": ("g1_sim", "node whose parameters describe the simulated twin ('' = none)"),
+    "twin_node": (interfaces.TWIN_NODE, "node whose parameters describe the simulated twin ('' = none)"),
     "twin_parameters": (["profile", "clock_mode", "seed"], "twin_node parameters stored with each episode"),
 }
 
@@ -75,7 +76,7 @@ class RecorderNode(Node):
     """Records configured topics into one rosbag2 MCAP bag per episode."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__("recorder", **kwargs)
+        super().__init__(interfaces.RECORDER_NODE, **kwargs)
         for name, (default, text) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=True))
         p = {name: self.get_parameter(name).value for name in PARAMETERS}
@@ -105,10 +106,10 @@ class RecorderNode(Node):
         latched = QoSProfile(
             depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
         )
-        self._events = self.create_publisher(EpisodeEventMsg, "~/episode_events", latched)
-        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_service(StartEpisode, "~/start_episode", self._start_srv)
-        self.create_service(StopEpisode, "~/stop_episode", self._stop_srv)
+        self._events = self.create_publisher(EpisodeEventMsg, interfaces.EPISODE_EVENTS, latched)
+        self._diagnostics = self.create_publisher(DiagnosticArray, interfaces.DIAGNOSTICS, 10)
+        self.create_service(StartEpisode, interfaces.START_EPISODE, self._start_srv)
+        self.create_service(StopEpisode, interfaces.STOP_EPISODE, self._stop_srv)
         if p["auto_episodes"] and p["status_topic"] not in p["topics"]:
             raise ConfigError(
                 f"auto_episodes needs status_topic {p['status_topic']!r} among the recorded topics"

@@ -1,4 +1,5 @@
-"""Shared fixtures: synthetic episodes are slow to serialize, so each is built once per session."""
+"""DDS isolation, the graph tests' helpers on the path, and synthetic episodes (slow to serialize, so
+each is built once per session)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent / "graph")]
-from synth_bags import Truth, write_episode  # noqa: E402
+from asap_logger.testing.bags import Truth, write_episode
+from asap_testing.dds import isolate
+
+isolate()
+sys.path[:0] = [str(Path(__file__).parent / "graph")]  # harness.py, stream_publisher.py
 
 
 @pytest.fixture(scope="session")

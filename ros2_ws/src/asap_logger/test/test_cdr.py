@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from synth_bags import lowstate, odometry, typestore
 
 from asap_logger.errors import DecodeError
 from asap_logger.reader.cdr import decode, plan
+from asap_logger.testing.bags import lowstate, odometry, typestore
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_strings_of_varying_length_fall_back_to_per_layout_groups(store) -> None
 
 
 def test_sequence_length_changes_are_reported(store) -> None:
-    from synth_bags import record
+    from asap_logger.testing.bags import record
 
     blobs = [
         store.serialize_cdr(record(store, 0, i, i, np.zeros(4 + (i == 2))), "asap_msgs/msg/PolicyRecord")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synth_bags import T0, Truth, lowstate, record, typestore, write_episode, write_messages
 
 from asap_core.g1 import MOTOR_ORDER
 from asap_core.wire import LOWSTATE
@@ -23,6 +22,7 @@ from asap_logger.errors import (
 )
 from asap_logger.msgdefs import load_definition
 from asap_logger.reader import match_ticks, open_episode
+from asap_logger.testing.bags import T0, Truth, lowstate, record, typestore, write_episode, write_messages
 
 
 def test_streams_equal_truth(episode: tuple[Path, Truth]) -> None:

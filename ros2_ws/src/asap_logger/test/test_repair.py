@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 from rosbags.rosbag2 import Reader
-from synth_bags import Truth
 
 from asap_logger.cli import main as asap_bag
 from asap_logger.reader import open_episode
+from asap_logger.testing.bags import Truth
 
 
 def _crash_copy(src: Path, dst: Path, cut: int) -> None:

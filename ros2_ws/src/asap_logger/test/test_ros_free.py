@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ros_free import ros_imports, run_with_ros_blocked
+from asap_testing.ros_free import ros_imports, run_with_ros_blocked
 
 PKG = Path(__file__).resolve().parents[1] / "asap_logger"
 NODE = "recorder_node"

@@ -19,9 +19,10 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from unitree_api.msg import Request, Response
 
+from asap_core import interfaces
+
 CHECK_MODE = 1001
 RELEASE_MODE = 1003
-TOPICS = ("/api/motion_switcher/request", "/api/motion_switcher/response")
 
 Reply = tuple[int, str] | None
 """(status code, data) of a response, None when none came in time."""
@@ -58,8 +59,10 @@ class MotionSwitcherClient:
     def __init__(self, node: Node) -> None:
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self._node = node
-        self._pub = node.create_publisher(Request, TOPICS[0], qos)
-        self._sub = node.create_subscription(Response, TOPICS[1], self._on_response, qos)
+        self._pub = node.create_publisher(Request, interfaces.MOTION_SWITCHER_REQUEST, qos)
+        self._sub = node.create_subscription(
+            Response, interfaces.MOTION_SWITCHER_RESPONSE, self._on_response, qos
+        )
         self._ids = itertools.count(int(time.time() * 1000))
         self._replies: dict[int, tuple[int, str]] = {}
         self._arrived = threading.Condition()

@@ -53,7 +53,7 @@ from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from unitree_hg.msg import LowCmd, LowState
 
-from asap_core import g1
+from asap_core import g1, interfaces
 from asap_core.control import Controller, LoadedPolicy, RobotState
 from asap_core.modes import Mode, Transition, request_event
 from asap_policy import params
@@ -63,10 +63,6 @@ from asap_policy.loader import LoadRefusedError, PolicyLoader, prepare
 from asap_policy.motion_switcher import MotionSwitcherClient
 from asap_policy.motor_health import motor_health
 
-TOPICS = {"lowcmd": "/lowcmd", "lowstate": "/lowstate", "record": "/policy/record",
-          "status": "/policy/status", "joint_states": "/joint_states", "diagnostics": "/diagnostics",
-          "set_mode": "/policy/set_mode", "load_policy": "/policy/load_policy"}
-"""Every name the node uses (remappable with ``--ros-args -r``)."""
 LOWCMD_CHECK_PERIOD_S = 0.2
 """How often the graph is searched for another /lowcmd publisher."""
 
@@ -98,7 +94,7 @@ class PolicyNode(Node):
     """Callback groups that block -> pool threads for each: the executor's ``offload`` argument."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__("policy_node", **kwargs)
+        super().__init__(interfaces.POLICY_NODE, **kwargs)
         self.lifecycle_state: LifecycleState = "unconfigured"
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -136,19 +132,20 @@ class PolicyNode(Node):
         self._expect("inactive", "activate")
         v, reliable = self.values, QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         before = self._lowcmd_publisher_gids()
-        self._lowcmd_pub = self.create_publisher(LowCmd, TOPICS["lowcmd"], reliable)
+        self._lowcmd_pub = self.create_publisher(LowCmd, interfaces.LOWCMD, reliable)
         self._own_lowcmd_gid = _own_gid(before, self._lowcmd_publisher_gids())
-        self._record_pub = self.create_publisher(PolicyRecord, TOPICS["record"], QoSProfile(depth=100))
-        self._status_pub = self.create_publisher(PolicyStatus, TOPICS["status"], reliable)
-        self._joint_pub = self.create_publisher(JointState, TOPICS["joint_states"], QoSProfile(depth=10))
-        self._diag_pub = self.create_publisher(DiagnosticArray, TOPICS["diagnostics"], QoSProfile(depth=10))
+        keep_10, keep_100 = QoSProfile(depth=10), QoSProfile(depth=100)
+        self._record_pub = self.create_publisher(PolicyRecord, interfaces.POLICY_RECORD, keep_100)
+        self._status_pub = self.create_publisher(PolicyStatus, interfaces.POLICY_STATUS, reliable)
+        self._joint_pub = self.create_publisher(JointState, interfaces.JOINT_STATES, keep_10)
+        self._diag_pub = self.create_publisher(DiagnosticArray, interfaces.DIAGNOSTICS, keep_10)
         self._lowstate_sub = self.create_subscription(
-            LowState, TOPICS["lowstate"], self.loop.on_lowstate,
+            LowState, interfaces.LOWSTATE, self.loop.on_lowstate,
             QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT), raw=True)
         self._policy_services = (
-            self.create_service(SetMode, TOPICS["set_mode"], self._answering(self._on_set_mode),
+            self.create_service(SetMode, interfaces.SET_MODE, self._answering(self._on_set_mode),
                                 callback_group=self._mode_group),
-            self.create_service(LoadPolicy, TOPICS["load_policy"], self._answering(self._on_load_policy),
+            self.create_service(LoadPolicy, interfaces.LOAD_POLICY, self._answering(self._on_load_policy),
                                 callback_group=self._load_group))
         self._policy_timers = tuple(
             self.create_timer(period, callback, callback_group=self._timer_group)
@@ -220,14 +217,14 @@ class PolicyNode(Node):
     # -- graph ----------------------------------------------------------------------------------
 
     def _lowcmd_publisher_gids(self) -> set[bytes]:
-        return {bytes(i.endpoint_gid) for i in self.get_publishers_info_by_topic(TOPICS["lowcmd"])}
+        return {bytes(i.endpoint_gid) for i in self.get_publishers_info_by_topic(interfaces.LOWCMD)}
 
     def _check_lowcmd_publishers(self) -> None:
         """Any /lowcmd publisher but ours (by GID: a node name proves nothing) blocks leaving
         ZERO_TORQUE and, in an active mode, is a fault: two controllers fight over the motors."""
         others = sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name} "
                         f"(gid {bytes(i.endpoint_gid).hex()[:24]})"
-                        for i in self.get_publishers_info_by_topic(TOPICS["lowcmd"])
+                        for i in self.get_publishers_info_by_topic(interfaces.LOWCMD)
                         if bytes(i.endpoint_gid) != self._own_lowcmd_gid)
         self.loop.block_start(f"another /lowcmd publisher: {others}" if others else "")
 

@@ -6,7 +6,7 @@
    ASAP-size model (380 -> 512-256-128 -> 23, ELU), single thread, p50/p99 over many calls.
 2. Closed loop: ``policy_node`` (its own process) drives a robot through RAMP -> HOLD -> POLICY and
    tracks a motion as long as ``--duration``. The robot is the simulated twin (``asap_sim``) when it
-   is installed, else the MuJoCo-free test double ``tests/fake_g1.py``; the episode recorder
+   is installed, else the MuJoCo-free test double ``test/fake_g1.py``; the episode recorder
    (``asap_logger``) runs too when installed. The node's /policy/status is sampled every 5 s: its
    percentiles cover the last 60 s of ticks, so the report gives the median and worst window.
    Missed ticks and ticks are cumulative counts.
@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(REPO / "tests"))  # tiny policies and the G1 test double live with the tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the G1 test double, with the tests
 
 
 def bench_inference(path: Path, calls: int) -> None:
@@ -86,7 +85,7 @@ def _start_robot(choice: str) -> tuple[str, object]:
                 _spawn("asap_sim.g1_sim_node", "--ros-args", "-p", "band_held:=true"))
     from fake_g1 import FakeG1
 
-    return "test double tests/fake_g1.py (no physics engine)", FakeG1().start()
+    return "test double test/fake_g1.py (no physics engine)", FakeG1().start()
 
 
 def bench_loop(path: Path, duration_s: float, robot: str) -> None:
@@ -168,13 +167,10 @@ def main() -> int:
     ap.add_argument("--robot", choices=("auto", "twin", "fake"), default="auto")
     args = ap.parse_args()
 
-    import policies
+    from asap_core.testing import policies
 
     with tempfile.TemporaryDirectory() as tmp:
-        net = policies.mlp(380, 23)
-        with policies.torch.no_grad():
-            net[-1].weight.mul_(0.01)  # an ASAP-size network whose actions stay gentle
-            net[-1].bias.zero_()
+        net = policies.mlp(380, 23, output_gain=0.01)  # an ASAP-size network whose actions stay gentle
         path = policies.write(Path(tmp) / "bench.onnx", net, motion_s=args.duration + 30.0, name="bench")
         bench_inference(path, args.calls)
         bench_loop(path, args.duration, args.robot)

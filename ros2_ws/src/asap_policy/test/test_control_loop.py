@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from ros_free import ros_imports, run_with_ros_blocked
 
 from asap_core import g1
-from asap_core.artifact import Motion, asap_g1_metadata, load_artifact, write_artifact
+from asap_core.artifact import load_artifact
 from asap_core.control import ControlCfg, Controller, LoadedPolicy, MotorCommand
 from asap_core.modes import Event, Mode
+from asap_core.testing import policies
 from asap_core.wire import LOWCMD, LOWSTATE
 from asap_policy.control_loop import ControlLoop, LoopCfg, Outputs, TickReport, TickRequest
+from asap_testing.ros_free import ros_imports, run_with_ros_blocked
 
 PKG = Path(__file__).resolve().parents[1] / "asap_policy"
 ROS_FREE = ("control_loop", "loader", "motor_health", "params")
@@ -134,37 +134,14 @@ class Rig:
         return decode(self.sent[-1])
 
 
-def linear_policy(path: Path, name: str, bias: float, phase_weight: float = 0.0, sqrt: bool = False) -> Path:
-    """An ASAP 23-DoF artifact whose action is ``bias + phase_weight * phase`` on every joint (the
-    phase is the last observation entry), through ``sqrt`` if asked: NaN once that goes negative.
-    Built from ONNX nodes, so these tests also run where torch does not (the robot's Python)."""
-    obs_dim = 380
-    weight = np.zeros((obs_dim, N), dtype=np.float32)
-    weight[-1, :] = phase_weight
-    nodes = [helper.make_node("MatMul", ["actor_obs", "weight"], ["phased"]),
-             helper.make_node("Add", ["phased", "bias"], ["action" if not sqrt else "linear"])]
-    if sqrt:
-        nodes.append(helper.make_node("Sqrt", ["linear"], ["action"]))
-    graph = helper.make_graph(
-        nodes, name, [helper.make_tensor_value_info("actor_obs", TensorProto.FLOAT, ["batch", obs_dim])],
-        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", N])],
-        [numpy_helper.from_array(weight, "weight"),
-         numpy_helper.from_array(np.full(N, bias, dtype=np.float32), "bias")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    motion_s = 0.2 if sqrt else 10.0
-    write_artifact(path, model, asap_g1_metadata(motion=Motion(name=f"{name}_motion", length_s=motion_s),
-                                                 name=name))
-    return path
-
-
 @pytest.fixture(scope="module")
 def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], LoadedPolicy]:
     """name -> a fresh LoadedPolicy: zero (holds the default), plus (0.4 on every joint), nan (NaN past
     phase 0.5 of a 0.2 s motion)."""
     d = tmp_path_factory.mktemp("policies")
-    files = {"zero": linear_policy(d / "zero.onnx", "zero", 0.0),
-             "plus": linear_policy(d / "plus.onnx", "plus", 0.4),
-             "nan": linear_policy(d / "nan.onnx", "nan", 0.5, phase_weight=-1.0, sqrt=True)}
+    files = {"zero": policies.write(d / "zero.onnx", policies.constant(N, 0.0), motion_s=10.0, name="zero"),
+             "plus": policies.write(d / "plus.onnx", policies.constant(N, 0.4), motion_s=10.0, name="plus"),
+             "nan": policies.write(d / "nan.onnx", policies.nan_after(N, 0.5), motion_s=0.2, name="nan")}
     return lambda name: LoadedPolicy(load_artifact(files[name]))
 
 

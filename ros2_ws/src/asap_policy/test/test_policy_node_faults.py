@@ -1,4 +1,4 @@
-"""policy_node as a separate process against a test double of the G1 (tests/fake_g1.py) over DDS.
+"""policy_node as a separate process against a test double of the G1 (test/fake_g1.py) over DDS.
 
 The node under test is the real console entry (``python -m asap_policy.policy_node``) with its
 parameters from the command line. Every assertion is on what reached /lowcmd (what the motors
@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-torch = pytest.importorskip("torch")
-import policies  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
 from policy_graph import Graph, sine_policy_graph  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
@@ -23,6 +21,7 @@ from unitree_hg.msg import LowCmd  # noqa: E402
 
 from asap_core import remote  # noqa: E402
 from asap_core.modes import Mode  # noqa: E402
+from asap_core.testing import policies  # noqa: E402
 
 # Real-time fault tests over DDS with three busy processes on 2 cores: a starved process can push
 # one tick past a deadline. A failure is retried (fresh attempt, same assertions) up to twice;
@@ -48,7 +47,7 @@ def test_every_command_has_a_valid_crc_and_echoes_mode_machine(graph: Graph) -> 
 
 
 def test_policy_nan_damps_within_one_tick(graph: Graph) -> None:
-    nan = policies.write(graph.tmp / "nan.onnx", policies.NanAfter(N, 0.5), motion_s=0.4, name="nan")
+    nan = policies.write(graph.tmp / "nan.onnx", policies.nan_after(N, 0.5), motion_s=0.4, name="nan")
     reply = graph.load(nan)
     assert reply.accepted, reply.message
     for _ in range(3):  # a load spike may damp first (stale state): then run the motion again
@@ -110,7 +109,7 @@ def test_estop_combo_on_the_remote_damps(graph: Graph) -> None:
 def _bad_artifacts(tmp: Path) -> dict[str, tuple[Path, str]]:
     corrupt = tmp / "corrupt.onnx"
     corrupt.write_bytes(b"\x08\x07garbage" * 100)
-    good = policies.write(tmp / "base.onnx", policies.Constant(N, 0.0))
+    good = policies.write(tmp / "base.onnx", policies.constant(N, 0.0))
     names = policies.with_metadata(good, tmp / "names.onnx",
                            lambda d: d["joint_names"].__setitem__(0, "left_hip_pitch"))
     dims = policies.with_metadata(good, tmp / "dims.onnx",
@@ -120,8 +119,8 @@ def _bad_artifacts(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 
 def test_invalid_artifacts_are_refused_while_the_policy_keeps_running(graph: Graph) -> None:
-    good = policies.write(graph.tmp / "long.onnx", policies.Sine(N, 0.2), motion_s=8.0, name="long")
-    bad = _bad_artifacts(graph.tmp)  # made before the clock matters: torch export is CPU-heavy
+    good = policies.write(graph.tmp / "long.onnx", policies.sine(N, 0.2), motion_s=8.0, name="long")
+    bad = _bad_artifacts(graph.tmp)  # made before the clock matters
     assert graph.load(good).accepted
     graph.to_hold()
     assert graph.set_mode(SetMode.Request.REQUEST_POLICY).accepted

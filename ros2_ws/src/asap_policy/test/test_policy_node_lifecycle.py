@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-pytest.importorskip("torch")
-import policies  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
 from policy_graph import Graph, fresh_domain  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
+from asap_core import interfaces  # noqa: E402
 from asap_core.modes import Mode  # noqa: E402
+from asap_core.testing import policies  # noqa: E402
 from asap_policy.executor import InlineExecutor  # noqa: E402
-from asap_policy.policy_node import TOPICS, PolicyNode  # noqa: E402
+from asap_policy.policy_node import PolicyNode  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.flaky(reruns=1)]
 
@@ -51,7 +51,7 @@ def _spin(node: PolicyNode) -> Callable[[], None]:
 
 
 def _lowcmd_publishers(graph: Graph) -> int:
-    return len(graph.node.get_publishers_info_by_topic(TOPICS["lowcmd"]))
+    return len(graph.node.get_publishers_info_by_topic(interfaces.LOWCMD))
 
 
 def test_steps_out_of_order_are_refused_and_nothing_is_published_before_activate(graph: Graph) -> None:
@@ -64,8 +64,8 @@ def test_steps_out_of_order_are_refused_and_nothing_is_published_before_activate
             node.configure()
         with pytest.raises(RuntimeError, match=r"deactivate\(\) needs the node active; it is inactive"):
             node.deactivate()
-        assert node.get_publishers_info_by_topic(TOPICS["lowcmd"]) == []
-        assert node.get_publishers_info_by_topic(TOPICS["status"]) == []
+        assert node.get_publishers_info_by_topic(interfaces.LOWCMD) == []
+        assert node.get_publishers_info_by_topic(interfaces.POLICY_STATUS) == []
     finally:
         node.destroy_node()
 
@@ -85,7 +85,7 @@ def test_configure_fails_fast_on_bad_parameters_and_artifacts(graph: Graph, tmp_
 
 
 def test_deactivate_damps_a_held_robot_and_activate_again_starts_damped(graph: Graph, tmp_path: Path) -> None:
-    policy = policies.write(tmp_path / "sine.onnx", policies.Sine(23, 0.2), motion_s=30.0, name="sine")
+    policy = policies.write(tmp_path / "sine.onnx", policies.sine(23, 0.2), motion_s=30.0, name="sine")
     node = PolicyNode(parameter_overrides=[
         Parameter("policy_path", value=str(policy)), Parameter("ramp_s", value=0.3),
         Parameter("stale_damp_ms", value=200.0), Parameter("status_rate_hz", value=20.0)])

@@ -15,24 +15,24 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-import policies  # noqa: E402
 from asap_msgs.msg import PolicyRecord  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
 from builtin_interfaces.msg import Time  # noqa: E402
-from dds import finish, spawn  # noqa: E402
 from fake_g1 import FakeG1  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from asap_core.modes import Mode  # noqa: E402
+from asap_core.testing import policies  # noqa: E402
+from asap_testing.dds import finish, spawn  # noqa: E402
 
 pytestmark = pytest.mark.graph
 N = 23
 
 
 def test_a_request_refused_for_want_of_a_tick_never_applies_later(tmp_path: Path) -> None:
-    policy = policies.write(tmp_path / "sine.onnx", policies.Sine(N, 0.2), motion_s=1.0, name="sine")
+    policy = policies.write(tmp_path / "sine.onnx", policies.sine(N, 0.2), motion_s=1.0, name="sine")
     rclpy.init()
     fake = FakeG1()
     node = rclpy.create_node("sim_clock_test")

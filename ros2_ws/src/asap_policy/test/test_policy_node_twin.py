@@ -18,10 +18,8 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("asap_sim.g1_sim_node", reason="the asap_sim twin is not built")
-import policies  # noqa: E402
 from asap_msgs.msg import PolicyRecord, PolicyStatus  # noqa: E402
 from asap_msgs.srv import SetMode  # noqa: E402
-from dds import finish, spawn  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from rclpy.serialization import deserialize_message  # noqa: E402
@@ -29,13 +27,15 @@ from unitree_hg.msg import LowCmd  # noqa: E402
 
 from asap_core.crc import lowcmd_crc  # noqa: E402
 from asap_core.modes import Mode  # noqa: E402
+from asap_core.testing import policies  # noqa: E402
+from asap_testing.dds import finish, spawn  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 MOTION_S = 2.0
 
 
 def test_ramp_hold_policy_runs_the_whole_motion_on_the_lockstep_twin(tmp_path: Path) -> None:
-    policy = policies.write(tmp_path / "sine.onnx", policies.Sine(23, 0.2), motion_s=MOTION_S, name="sine")
+    policy = policies.write(tmp_path / "sine.onnx", policies.sine(23, 0.2), motion_s=MOTION_S, name="sine")
     rclpy.init()
     node = rclpy.create_node("twin_acceptance")
     statuses: list[PolicyStatus] = []

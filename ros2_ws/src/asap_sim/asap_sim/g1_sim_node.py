@@ -30,7 +30,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from unitree_hg.msg import LowCmd, LowState
 
-from asap_core import g1, remote
+from asap_core import g1, interfaces, remote
 from asap_core.variants import SIM_MODE_MACHINE
 from asap_sim.motor import MotorCommand
 from asap_sim.profiles import load_profile
@@ -136,7 +136,7 @@ class G1SimNode(Node):
     """The twin behind /lowcmd, /lowstate, /odometry, /joint_states, /clock and /sim/*."""
 
     def __init__(self, **node_kwargs: Any) -> None:
-        super().__init__("g1_sim", **node_kwargs)
+        super().__init__(interfaces.TWIN_NODE, **node_kwargs)
         for p in PARAMETERS:
             self.declare_parameter(p.name, p.default, _descriptor(p))
         self.cfg = SimConfig(**{p.name: self.get_parameter(p.name).value for p in PARAMETERS})
@@ -174,17 +174,19 @@ class G1SimNode(Node):
 
     def _make_interfaces(self) -> None:
         # a deeper writer history than the usual 10 rides out a subscriber's scheduling hiccups
-        self._lowstate_pub = self.create_publisher(LowState, "/lowstate", _reliable(depth=100))
-        self._odom_pub = self.create_publisher(Odometry, "/odometry", _reliable())
-        self._joints_pub = self.create_publisher(JointState, "/joint_states", _reliable())
-        self._clock_pub = self.create_publisher(Clock, "/clock", _reliable()) if self._lockstep else None
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", _reliable())
-        self._lowcmd_sub = self.create_subscription(LowCmd, "/lowcmd", self._on_lowcmd, _reliable(), raw=True)
-        self.create_subscription(WirelessRemote, "/sim/wireless_remote", self._on_remote, _reliable())
-        self.create_service(Trigger, "/sim/release_band", self._on_release_band)
-        self.create_service(Trigger, "/sim/release_band_on_new_command", self._on_arm_release)
-        self.create_service(Trigger, "/sim/hold_band", self._on_hold_band)
-        self.create_service(Trigger, "/sim/reset", self._on_reset)
+        self._lowstate_pub = self.create_publisher(LowState, interfaces.LOWSTATE, _reliable(depth=100))
+        self._odom_pub = self.create_publisher(Odometry, interfaces.ODOMETRY, _reliable())
+        self._joints_pub = self.create_publisher(JointState, interfaces.JOINT_STATES, _reliable())
+        self._clock_pub = (self.create_publisher(Clock, interfaces.CLOCK, _reliable()) if self._lockstep
+                           else None)
+        self._diag_pub = self.create_publisher(DiagnosticArray, interfaces.DIAGNOSTICS, _reliable())
+        self._lowcmd_sub = self.create_subscription(LowCmd, interfaces.LOWCMD, self._on_lowcmd, _reliable(),
+                                                    raw=True)
+        self.create_subscription(WirelessRemote, interfaces.SIM_WIRELESS_REMOTE, self._on_remote, _reliable())
+        self.create_service(Trigger, interfaces.SIM_RELEASE_BAND, self._on_release_band)
+        self.create_service(Trigger, interfaces.SIM_RELEASE_BAND_ON_NEW_COMMAND, self._on_arm_release)
+        self.create_service(Trigger, interfaces.SIM_HOLD_BAND, self._on_hold_band)
+        self.create_service(Trigger, interfaces.SIM_RESET, self._on_reset)
         self.create_timer(1.0, self._publish_diagnostics)
         self._odom = Odometry()
         self._odom.header.frame_id, self._odom.child_frame_id = self.cfg.world_frame, self.cfg.base_frame

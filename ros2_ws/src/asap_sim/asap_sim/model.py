@@ -35,7 +35,7 @@ MJCF_ENV = "ASAP_G1_MJCF"
 DEFAULT_MJCF = Path(sys.prefix) / "share" / "asap" / "unitree_g1" / "g1.xml"
 BASE_BODY = "pelvis"
 IMU_SITE = "imu_in_pelvis"
-FEET = {"left": "left_ankle_roll_link", "right": "right_ankle_roll_link"}
+FEET = dict(zip(("left", "right"), g1.FEET, strict=True))
 """Foot bodies by side."""
 FLOOR = "floor"
 SENSORS = ("imu_quat", "imu_gyro", "imu_acc", "left_foot_contact", "right_foot_contact")

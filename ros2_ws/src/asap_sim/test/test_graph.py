@@ -19,7 +19,6 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from asap_msgs.msg import WirelessRemote  # noqa: E402
-from dds import finish, spawn  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
@@ -33,6 +32,7 @@ from asap_core import g1, remote  # noqa: E402
 from asap_core.crc import lowcmd_crc, lowstate_crc  # noqa: E402
 from asap_sim.motor import MotorCommand  # noqa: E402
 from asap_sim.twin import Twin  # noqa: E402
+from asap_testing.dds import finish, spawn  # noqa: E402
 
 pytestmark = pytest.mark.graph
 IDLE_RAW_STEPS_PER_S = 22000

@@ -53,10 +53,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.joint_map import JointMap
 from asap_sim.motor import MotorCommand, MotorParams
-from asap_training import quat
 from asap_training.data.dataset import RealDataset, load_dataset_for
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 from asap_training.parallel import add_threads_option, use_threads

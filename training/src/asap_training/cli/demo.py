@@ -154,7 +154,9 @@ def record(
     One graph per episode, retried on a fresh graph when one stalls: here the lock-step clock stopped
     right after a ``/sim/reset`` in 2 of ~10 episodes (twin waiting for a command, node waiting for
     the clock; root cause not found yet), on a reused graph and once on a fresh one."""
-    from asap_training.stage2.graph import GraphError, Progress
+    # The graph client is a ROS package's (it imports rclpy): imported here, so that importing
+    # asap_training stays ROS-free (training/ruff.toml bans asap_bringup at module level).
+    from asap_bringup.graph_client import GraphError, Progress
 
     def progress(p: Progress) -> None:
         if p.stage in ("ramp", "policy"):
@@ -188,7 +190,7 @@ def _one_episode(
     sim_seed: int,
     action_noise: float,
 ) -> object:
-    from asap_training.stage2.graph import GraphClient
+    from asap_bringup.graph_client import GraphClient  # rclpy: see record()
 
     with sim2sim_graph(cfg, policy, log, sim_seed, action_noise), GraphClient(progress=progress) as client:
         client.wait_ready(120.0)
@@ -203,10 +205,11 @@ def _one_episode(
 
 def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, list]:
     """Table IV row of recorded episodes: each episode's longest POLICY segment against the motion."""
+    from asap_sim.kinematics import G1Kinematics
     from asap_sim.model import build_model
     from asap_training.data.ingest import ingest
     from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
-    from asap_training.motion import G1Kinematics, build_library
+    from asap_training.motion import build_library
 
     artifact = load_artifact(artifact_path)
     kin = G1Kinematics(build_model())

@@ -2,9 +2,9 @@
 
 One :class:`RealTrajectory` is an unbroken run of consecutive policy ticks. Row ``t`` holds the state
 ``s_t`` the policy observed at tick ``t`` and the action ``a_t`` it then applied until tick ``t + 1``;
-so ``s_{t+1}`` is the next row (the paper's ``D = {s_0, a_0, s_1, a_1, ...}``, research §4.1). The base
-comes from motion capture (the twin's ``/odometry``), joints from ``/lowstate``, actions from the policy
-record, in normalized action units (``q* = q_default + scale · a``).
+so ``s_{t+1}`` is the next row (the paper's ``D = {s_0, a_0, s_1, a_1, ...}``, arXiv 2502.01143
+§III-A). The base comes from motion capture (the twin's ``/odometry``), joints from ``/lowstate``, actions
+from the policy record, in normalized action units (``q* = q_default + scale · a``).
 
 :class:`RealDataset` adds what every trajectory must share (the policy artifact, the robot variant, the
 control period, the joint orders) and a content hash that fine-tuned artifacts carry as provenance.

@@ -29,12 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.artifact import ArtifactError, PolicyArtifact, load_artifact
 from asap_core.modes import Mode
 from asap_logger.errors import BagError, ClockJumpError, SequenceGapError
 from asap_logger.reader import Episode, TopicNames, match_ticks, open_episode
-from asap_training import quat
 from asap_training.data.dataset import RealDataset, RealTrajectory
 
 MISSING_MOCAP_FIX = "record /odometry (the twin's g1_sim publishes it; on the robot run the mocap bridge)"

@@ -1,4 +1,5 @@
-"""``asap-delta``: fit the delta-action model πΔ to a real-trajectory dataset with PPO (research §4.3).
+"""``asap-delta``: fit the delta-action model πΔ to a real-trajectory dataset with PPO
+(arXiv 2502.01143 §III-B).
 
     asap-delta --dataset runs/demo/dataset.npz --run-dir runs/demo/delta --iterations 200
     asap-delta --dataset ds.npz --run-dir runs/delta_ankles --joints '.*_ankle_.*'   # 4-DoF ankle model

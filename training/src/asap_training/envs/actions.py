@@ -3,8 +3,9 @@
 Stage 2 plugs a frozen delta-action model πΔ into this path by configuration
 (``ActionCfg.delta_action = "module:factory"``): the factory gets the env and
 ``ActionCfg.delta_action_args`` and returns a :class:`DeltaActionSource`. Δa is in the same normalized
-units as ``a`` and is scaled once, together with ``a`` (fixing ASAP's ×4 mismatch, research §4.6), and it
-sees the action about to be applied in delta training and in fine-tuning alike (no one-step lag).
+units as ``a`` and is scaled once, together with ``a`` (ASAP's code scales Δa by 0.25 in delta training
+but not in fine-tuning: a ×4 mismatch), and it sees the action about to be applied in delta training and
+in fine-tuning alike (no one-step lag).
 """
 
 from __future__ import annotations

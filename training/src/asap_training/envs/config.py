@@ -2,7 +2,7 @@
 
 Everything the MDP does is selected here by name (terms live in :mod:`asap_training.envs.mdp`); new
 behaviour is a new term function plus a config line, never an edit of the env loop. Defaults are ASAP's
-stage-1 settings (``research/asap.md`` §2–3) unless a comment says otherwise.
+stage-1 settings (arXiv 2502.01143 §II and ASAP's ``humanoidverse/config``) unless a comment says otherwise.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from asap_training.robot import POLICY_JOINTS
+from asap_core import g1
 
 
 @dataclass(kw_only=True)
@@ -165,7 +165,7 @@ class TrackingEnvCfg:
     """asap_sim dynamics profile the physics is built with."""
     physics_dt: float = 0.005
     decimation: int = 4
-    joint_names: tuple[str, ...] = POLICY_JOINTS
+    joint_names: tuple[str, ...] = g1.names("asap23")
     simulator: str = "asap_training.sim.mujoco_cpu:MujocoCpuSimulator"
     """Backend class (``module:Class``) implementing :class:`asap_training.sim.base.Simulator`."""
     simulator_args: dict[str, Any] = field(default_factory=dict)

@@ -1,4 +1,5 @@
-"""The delta-action env: short open-loop replays of recorded real trajectories (research §4.3).
+"""The delta-action env: short open-loop replays of recorded real trajectories
+(arXiv 2502.01143 §III-B).
 
 Each episode starts the simulated G1 exactly at a recorded real state ``s_t`` (base from mocap, all 29
 joints), then applies ``a_real_t + Δa_t`` where ``a_real`` is the recorded action and ``Δa = πΔ(s, a_real)``
@@ -19,11 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.joint_map import JointMap
+from asap_core.motion import MotionClip
+from asap_core.quat import Array
+from asap_sim.kinematics import G1Kinematics
 from asap_sim.model import build_model
 from asap_sim.profiles import load_profile
-from asap_training import quat
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.config import (
     CurriculumCfg,
@@ -35,8 +38,7 @@ from asap_training.envs.config import (
     asap_rewards,
 )
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary, reference_from_clip
-from asap_training.quat import Array
+from asap_training.motion import MotionLibrary, reference_from_clip
 
 
 @dataclass(kw_only=True)
@@ -81,7 +83,7 @@ class DeltaCfg:
 
 
 def delta_rewards() -> dict[str, RewardTermCfg]:
-    """Table II of the paper (research §4.3), except the action-norm weight.
+    """Table II of the paper (arXiv 2502.01143), except the action-norm weight.
 
     ASAP's −0.1 (README; −0.2 in the paper) assumes small corrections (|Δa| ≈ 0.05). For a 30 % ankle
     torque gap the exact correction has |Δa| ≈ 1 per ankle joint, and at −0.1 a two-thirds correction
@@ -103,7 +105,8 @@ def delta_env_cfg(
     dataset: RealDataset, num_envs: int = 64, profile: str = "nominal", seed: int = 0
 ) -> TrackingEnvCfg:
     """The simulator side of stage 2: the twin's physics rate, no randomization, no curricula, no
-    noise (ASAP's ``NO_domain_rand``; no ±1 m base-height noise, research §4.6)."""
+    noise (ASAP's ``NO_domain_rand``; nor its delta observation's ±1 m base-height noise,
+    ``noise_scales.base_pos_z = 1.0`` in ASAP's ``obs/delta_a/open_loop.yaml``)."""
     return TrackingEnvCfg(
         num_envs=num_envs,
         motions=(),

@@ -17,19 +17,19 @@ import mujoco
 import numpy as np
 import torch
 
-from asap_core import g1
+from asap_core import g1, quat
+from asap_core.g1 import EXTENDED_POINTS, FEET, RIGID_BODIES
 from asap_core.joint_map import JointMap
 from asap_core.observation import ObservationBuilder, ObsInputs, asap_actor_spec, compute_terms
+from asap_sim.kinematics import G1Kinematics
 from asap_sim.model import build_model
 from asap_sim.motor import MotorCommand, MotorParams, latency_steps
 from asap_sim.profiles import load_profile
-from asap_training import quat
 from asap_training.envs import actions as action_path
 from asap_training.envs.config import TrackingEnvCfg
 from asap_training.envs.mdp import observations as critic_terms
 from asap_training.envs.mdp import rewards as reward_terms
-from asap_training.motion import G1Kinematics, MotionLibrary, MotionState, build_library
-from asap_training.robot import EXTENDED_POINTS, FEET, RIGID_BODIES
+from asap_training.motion import MotionLibrary, MotionState, build_library
 from asap_training.sim.base import SimState
 
 

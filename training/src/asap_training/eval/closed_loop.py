@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from asap_core import g1
+from asap_core.motion import MotionClip
+from asap_sim.kinematics import G1Kinematics
 from asap_training.data.dataset import RealTrajectory
 from asap_training.eval.metrics import ERROR_METRICS, TrackingMetrics, tracking_metrics
-from asap_training.motion import G1Kinematics, MotionClip, MotionLibrary
+from asap_training.motion import MotionLibrary
 
 END_PHASE = 0.98
 """A run that reached this phase ran the motion to its end (the last tick may fall short of 1.0)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
 from asap_core.control import LoadedPolicy, RobotState
 from asap_core.inference import OnnxPolicy
@@ -34,7 +34,6 @@ from asap_core.observation import motion_phase
 from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Twin, TwinConfig
-from asap_training import quat
 from asap_training.data.dataset import RealTrajectory
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv

@@ -1,4 +1,5 @@
-"""ASAP's tracking metrics (research §5.1) on trajectories of tracked points, wherever they were recorded.
+"""ASAP's tracking metrics on trajectories of tracked points, wherever they were recorded
+(arXiv 2502.01143 §IV, Tables III-V).
 
 Inputs are aligned arrays ``(T, P, 3)`` of robot and reference point positions (m, world frame, point 0 =
 pelvis) sampled at one rate: from a training-env rollout or from a recorded episode of the twin or robot.

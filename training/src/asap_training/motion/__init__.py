@@ -1,22 +1,18 @@
-"""Motion library: formats, FK on the G1, reference sampling, clip authoring."""
+"""Motion library: loading clips (shipped or files), reference FK and sampling, clip authoring.
+
+The clip type, its ``.npz`` layouts and the shipped clips are :mod:`asap_core.motion`; forward kinematics
+is :mod:`asap_sim.kinematics` (both shared with the robot-side monitor).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from asap_training.motion.clip import MotionClip
-from asap_training.motion.formats import load_clip, load_motion
-from asap_training.motion.kinematics import G1Kinematics
+from asap_core.motion import CLIP_DIR, MotionClip, load_clip, shipped_clips
+from asap_sim.kinematics import G1Kinematics
+from asap_training.motion.formats import load_motion
 from asap_training.motion.library import MotionLibrary, MotionState, ReferenceMotion, reference_from_clip
-
-CLIP_DIR = Path(__file__).resolve().parent / "clips"
-"""The clips the package ships (authored by ``asap-author``)."""
-
-
-def shipped_clips() -> tuple[str, ...]:
-    """Names of the shipped clips."""
-    return tuple(sorted(p.stem for p in CLIP_DIR.glob("*.npz")))
 
 
 def load_clips(names_or_paths: Sequence[str], kin: G1Kinematics) -> list[MotionClip]:
@@ -47,14 +43,10 @@ def build_library(
 
 
 __all__ = [
-    "CLIP_DIR",
-    "G1Kinematics",
-    "MotionClip",
     "MotionLibrary",
     "MotionState",
     "ReferenceMotion",
     "build_library",
     "load_clips",
     "reference_from_clip",
-    "shipped_clips",
 ]

@@ -4,9 +4,9 @@ Each keyframe gives the pelvis offset/orientation and each foot's offset from th
 upper-body joint angles by name. Between keyframes everything eases with a cosine; every frame the legs
 are solved by damped least squares on MuJoCo Jacobians so the feet land exactly (flat, at their targets).
 
-The clips the package ships (``asap_training/motion/clips/*.npz``) are regenerated with::
+The shipped clips (``asap_core/clips/*.npz``, :data:`asap_core.motion.CLIP_DIR`) are regenerated with::
 
-    asap-author --out training/src/asap_training/motion/clips          # all of CLIPS
+    asap-author --out ros2_ws/src/asap_core/asap_core/clips            # all of CLIPS
     asap-author --clip squat --out /tmp/clips                          # one
 """
 
@@ -22,13 +22,11 @@ import mujoco
 import numpy as np
 from numpy.typing import ArrayLike
 
-from asap_core import g1
+from asap_core import g1, quat
+from asap_core.g1 import FEET
+from asap_core.motion import MotionClip, save_clip
+from asap_sim.kinematics import G1Kinematics
 from asap_sim.model import build_model, standing_base_height
-from asap_training import quat
-from asap_training.motion.clip import MotionClip
-from asap_training.motion.formats import save_clip
-from asap_training.motion.kinematics import G1Kinematics
-from asap_training.robot import FEET
 
 Vec3 = tuple[float, float, float]
 LEG_JOINTS: tuple[str, ...] = g1.names("asap23")[:12]

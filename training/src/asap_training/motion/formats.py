@@ -1,32 +1,22 @@
-"""Loaders for the motion formats users have, and the package's own ``.npz`` clip format.
+"""Loaders for the motion formats users have; the ``.npz`` layouts (asap's and BeyondMimic's) are
+:mod:`asap_core.motion`'s, which the robot side reads too.
 
 - ASAP / PHC: joblib ``.pkl`` ``{clip: {root_trans_offset, pose_aa, fps, [action]}}``; joints are
   ``pose_aa[:, 1:24]`` (axis·angle, asap23 order), the root orientation ``pose_aa[:, 0]`` (rotation vector).
-- BeyondMimic / mjlab: ``.npz`` with ``fps, joint_pos, body_pos_w, body_quat_w, ...``; joints in the
-  training robot's order (name it), quaternions wxyz.
 - Unitree LAFAN1 retargeting: ``.csv`` rows ``x y z qx qy qz qw`` + 29 joints in motor order.
-- asap (this package): ``.npz`` with ``name, fps, root_pos_w, root_quat_w, joint_names, joint_pos,
-  [action]``; joints by name, quaternions wxyz.
+- ``.npz``: :func:`asap_core.motion.load_npz`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from asap_core import g1
-from asap_training import quat
-from asap_training.motion.clip import MotionClip
+from asap_core import g1, quat
+from asap_core.motion import MotionClip, MotionFormatError, load_npz
 from asap_training.motion.safe_pickle import safe_load
-
-ASAP_NPZ_VERSION = 1
-
-
-class MotionFormatError(ValueError):
-    """A motion file does not have the layout its format promises."""
 
 
 def load_asap_pkl(path: str | Path, joint_axes: Mapping[str, np.ndarray]) -> list[MotionClip]:
@@ -66,33 +56,6 @@ def load_asap_pkl(path: str | Path, joint_axes: Mapping[str, np.ndarray]) -> lis
     return clips
 
 
-def load_beyondmimic_npz(path: str | Path, joint_names: tuple[str, ...] | None = None) -> MotionClip:
-    """A BeyondMimic/mjlab motion ``.npz``; the root is body 0 (the pelvis).
-
-    Its ``joint_pos`` columns follow the training robot's joint order, which the file does not name:
-    pass ``joint_names`` (BeyondMimic: ``g1.names("isaaclab")``; mjlab: ``g1.names("motor")``).
-    """
-    with np.load(path, allow_pickle=False) as z:
-        missing = {"fps", "joint_pos", "body_pos_w", "body_quat_w"} - set(z.files)
-        if missing:
-            raise MotionFormatError(f"{path}: not a BeyondMimic/mjlab motion, lacks {sorted(missing)}")
-        joint_pos = np.asarray(z["joint_pos"], dtype=np.float64)
-        names = tuple(joint_names) if joint_names is not None else g1.names("isaaclab")
-        if joint_pos.shape[1] != len(names):
-            raise MotionFormatError(
-                f"{path}: {joint_pos.shape[1]} joint columns but {len(names)} joint "
-                "names; pass joint_names for this file's robot"
-            )
-        return MotionClip(
-            name=Path(path).stem,
-            fps=float(np.asarray(z["fps"]).reshape(-1)[0]),
-            root_pos_w=np.asarray(z["body_pos_w"][:, 0], dtype=np.float64),
-            root_quat_w=np.asarray(z["body_quat_w"][:, 0], dtype=np.float64),
-            joint_names=names,
-            joint_pos=joint_pos,
-        )
-
-
 def load_lafan_csv(path: str | Path, fps: float = 30.0) -> MotionClip:
     """A Unitree LAFAN1-retargeting G1 ``.csv``: rows of root xyz, quaternion xyzw, 29 motor-order joints."""
     rows = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
@@ -112,39 +75,6 @@ def load_lafan_csv(path: str | Path, fps: float = 30.0) -> MotionClip:
     )
 
 
-def save_clip(clip: MotionClip, path: str | Path) -> None:
-    """Write a clip in this package's ``.npz`` format (names travel with the data)."""
-    arrays: dict[str, Any] = {  # Any: ** into savez_compressed, whose other keywords are not arrays
-        "format_version": np.array(ASAP_NPZ_VERSION),
-        "name": np.array(clip.name),
-        "fps": np.array(clip.fps),
-        "root_pos_w": clip.root_pos_w.astype(np.float32),
-        "root_quat_w": clip.root_quat_w.astype(np.float32),
-        "joint_names": np.array(clip.joint_names),
-        "joint_pos": clip.joint_pos.astype(np.float32),
-    }
-    if clip.action is not None:
-        arrays["action"] = clip.action.astype(np.float32)
-    np.savez_compressed(path, **arrays)
-
-
-def load_clip(path: str | Path) -> MotionClip:
-    """Read a clip written by :func:`save_clip`."""
-    with np.load(path, allow_pickle=False) as z:
-        if "format_version" not in z.files or int(z["format_version"]) != ASAP_NPZ_VERSION:
-            raise MotionFormatError(f"{path}: not an asap motion .npz (version {ASAP_NPZ_VERSION})")
-        quat_w = np.asarray(z["root_quat_w"], dtype=np.float64)
-        return MotionClip(
-            name=str(z["name"]),
-            fps=float(z["fps"]),
-            root_pos_w=np.asarray(z["root_pos_w"], dtype=np.float64),
-            root_quat_w=quat_w / np.linalg.norm(quat_w, axis=-1, keepdims=True),
-            joint_names=tuple(str(n) for n in z["joint_names"]),
-            joint_pos=np.asarray(z["joint_pos"], dtype=np.float64),
-            action=np.asarray(z["action"], dtype=np.float64) if "action" in z.files else None,
-        )
-
-
 def load_motion(
     path: str | Path, joint_axes: Mapping[str, np.ndarray], npz_joint_names: tuple[str, ...] | None = None
 ) -> list[MotionClip]:
@@ -156,7 +86,5 @@ def load_motion(
     if suffix == ".csv":
         return [load_lafan_csv(path)]
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            ours = "format_version" in z.files
-        return [load_clip(path)] if ours else [load_beyondmimic_npz(path, npz_joint_names)]
+        return [load_npz(path, npz_joint_names)]
     raise MotionFormatError(f"{path}: unknown motion format {suffix!r}; known: .pkl, .npz, .csv")

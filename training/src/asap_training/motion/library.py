@@ -10,11 +10,10 @@ import numpy as np
 import torch
 from scipy.ndimage import gaussian_filter1d
 
-from asap_core.arrays import Array, as_index, namespace
-from asap_core.joint_map import JointMap
-from asap_training import quat
-from asap_training.motion.clip import MotionClip
-from asap_training.motion.kinematics import G1Kinematics
+from asap_core import quat
+from asap_core.arrays import Array
+from asap_core.motion import MotionClip, frame_blend, lerp_frames
+from asap_sim.kinematics import G1Kinematics
 
 
 @dataclass(frozen=True)
@@ -73,11 +72,7 @@ def reference_from_clip(
     if smooth_frames > 0:
         lin = gaussian_filter1d(lin, smooth_frames, axis=0, mode="nearest")
         ang = gaussian_filter1d(ang, smooth_frames, axis=0, mode="nearest")
-    # Target joints the clip lacks take 0 (ASAP's wrists); clip joints outside the policy are ignored.
-    shared = [n for n in clip.joint_names if n in joint_names]
-    dof = JointMap.from_names(shared, tuple(joint_names)).apply(
-        clip.joint_pos[:, [clip.joint_names.index(n) for n in shared]]
-    )
+    dof = clip.joints(tuple(joint_names))  # joints the clip lacks take 0 (ASAP's wrists)
     dof_vel = np.gradient(dof, dt, axis=0)
     return ReferenceMotion(clip.name, clip.fps, tuple(joint_names), dof, dof_vel, pos, rot, lin, ang)
 
@@ -129,18 +124,13 @@ class MotionLibrary:
     def sample(self, motion_ids: Array, times_s: Array) -> MotionState:
         """The reference of each motion at each time (clamped to the clip), interpolated between frames
         (numpy arrays, or tensors after :meth:`to`)."""
-        xp = namespace(self._pos)
-        duration = self.duration_s[motion_ids]
-        f = xp.where(times_s < duration, times_s, duration).clip(0.0, None) * self.fps[motion_ids]
-        last = self.num_frames[motion_ids] - 1
-        f0 = xp.minimum(as_index(xp.floor(f)), last)
-        f1 = xp.minimum(f0 + 1, last)
-        w = f - f0
+        f0, f1, w = frame_blend(
+            times_s, self.duration_s[motion_ids], self.fps[motion_ids], self.num_frames[motion_ids]
+        )
         i0, i1 = self._start[motion_ids] + f0, self._start[motion_ids] + f1
 
         def lerp(a: np.ndarray) -> np.ndarray:
-            wb = w.reshape(-1, *([1] * (a.ndim - 1)))
-            return (1.0 - wb) * a[i0] + wb * a[i1]
+            return lerp_frames(a, i0, i1, w)
 
         return MotionState(
             dof_pos=lerp(self._dof_pos),

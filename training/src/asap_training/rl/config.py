@@ -1,4 +1,4 @@
-"""PPO settings (ASAP's ``algo/ppo.yaml``, research §2.4) and their rsl_rl 5.5 runner dictionary."""
+"""PPO settings (ASAP's ``humanoidverse/config/algo/ppo.yaml``) and their rsl_rl 5.5 runner dictionary."""
 
 from __future__ import annotations
 

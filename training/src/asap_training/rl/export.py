@@ -10,10 +10,14 @@ observation normalizer; the file is validated by the same loader the policy node
 from __future__ import annotations
 
 import argparse
+import io
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from asap_core.artifact import Motion, PolicyMetadata, Provenance, export_torch_policy, load_artifact
+import torch
+
+from asap_core.artifact import Motion, PolicyMetadata, Provenance, load_artifact, write_artifact
 from asap_training.envs.tracking_env import TrackingEnv
 
 
@@ -39,6 +43,26 @@ def policy_metadata(
         onnx_output="action",
         provenance=provenance or Provenance(training_run=run_name),
     )
+
+
+def export_torch_policy(
+    path: str | Path, module: torch.nn.Module, meta: PolicyMetadata, opset: int = 17
+) -> str:
+    """Export a torch module (obs [batch, obs_dim] -> action [batch, n]) and write the artifact
+    (:func:`asap_core.artifact.write_artifact` validates it first); returns its sha256.
+
+    Uses the TorchScript exporter (``dynamo=False``: no onnxscript, deterministic) with a symbolic
+    batch axis.
+    """
+    buf = io.BytesIO()
+    example = torch.zeros(1, meta.observation.dim)
+    names = (meta.onnx_input, meta.onnx_output)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter is intended
+        torch.onnx.export(module.eval(), (example,), buf, input_names=[names[0]],
+                          output_names=[names[1]], opset_version=opset, dynamo=False,
+                          dynamic_axes={n: {0: "batch"} for n in names})
+    return write_artifact(path, buf.getvalue(), meta)
 
 
 def export_runner(

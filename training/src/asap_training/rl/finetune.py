@@ -1,4 +1,5 @@
-"""``asap-finetune``: continue PPO on a stage-1 policy in a corrected simulator and export it (research §4.4).
+"""``asap-finetune``: continue PPO on a stage-1 policy in a corrected simulator and export it
+(arXiv 2502.01143 §III-C).
 
 The parent is a training run directory (``params/env.yaml``, ``params/ppo.yaml``, ``model_<it>.pt``; the
 shipped policies under ``training/policies/`` have this layout). Fine-tuning copies its latest checkpoint

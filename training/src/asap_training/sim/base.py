@@ -13,7 +13,7 @@ Backends are selected by ``TrackingEnvCfg.simulator`` (``--sim``) without touchi
 * :meth:`step` runs ``substeps`` physics steps of the model's drive actuators (``asap_sim.model``) fed
   ``asap_sim.motor.drive_ctrl`` of the command through the actuation latency: the PD law at physics rate.
 * Inputs are tensors on :attr:`device` (the CPU backend also takes numpy arrays).
-* Joints are in ``g1.MOTOR_ORDER``; bodies in :data:`asap_training.robot.RIGID_BODIES`; quaternions wxyz.
+* Joints are in ``g1.MOTOR_ORDER``; bodies in :data:`asap_core.g1.RIGID_BODIES`; quaternions wxyz.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import mujoco
 import numpy as np
 import torch
 
+from asap_core import quat
 from asap_core.arrays import namespace
+from asap_core.g1 import RIGID_BODIES
 from asap_sim.model import FEET, G1Indices, as_slice
 from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl
-from asap_training import quat
-from asap_training.robot import RIGID_BODIES
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -95,7 +95,7 @@ class StateLayout:
     """qpos of the joints, motor order (G1 joints are contiguous: a slice)."""
     qvel: slice | np.ndarray
     bodies: np.ndarray
-    """Body ids of :data:`asap_training.robot.RIGID_BODIES`."""
+    """Body ids of :data:`asap_core.g1.RIGID_BODIES`."""
     feet: tuple[slice, ...]
     """``sensordata`` of the left and right foot contact sensors (found flag, net force in world)."""
 

@@ -17,9 +17,9 @@ import mujoco
 import numpy as np
 import torch
 
+from asap_core import quat
 from asap_sim.model import G1Indices
 from asap_sim.motor import MotorCommand, MotorParams
-from asap_training import quat
 from asap_training.parallel import default_threads
 from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout, to_numpy
 

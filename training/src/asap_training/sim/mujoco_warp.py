@@ -28,10 +28,9 @@ import numpy as np
 import torch
 import warp as wp
 
-from asap_core import g1
+from asap_core import g1, quat
 from asap_sim.model import G1Indices
 from asap_sim.motor import MotorCommand, MotorParams
-from asap_training import quat
 from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout, to_numpy
 
 FATAL_OVERFLOW = (

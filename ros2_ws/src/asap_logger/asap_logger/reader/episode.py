@@ -23,6 +23,7 @@ import numpy as np
 import yaml
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from asap_core import interfaces
 from asap_core.g1 import MOTOR_ORDER, NUM_MOTORS
 from asap_logger import mcap_io
 from asap_logger.bag import bag_files
@@ -42,12 +43,12 @@ _R = TypeVar("_R", bound="_Rows")  # typing.Self is Python >= 3.11; the robot ru
 
 @dataclass(frozen=True, kw_only=True)
 class TopicNames:
-    """Where the reader finds each stream (the recorder's defaults)."""
+    """Where the reader finds each stream (the graph's names, :mod:`asap_core.interfaces`)."""
 
-    lowstate: str = "/lowstate"
-    lowcmd: str = "/lowcmd"
-    record: str = "/policy/record"
-    odometry: str = "/odometry"
+    lowstate: str = interfaces.LOWSTATE
+    lowcmd: str = interfaces.LOWCMD
+    record: str = interfaces.POLICY_RECORD
+    odometry: str = interfaces.ODOMETRY
 
 
 class _Rows:
@@ -339,7 +340,7 @@ class Episode:
 
     def _decode_lowstate(self) -> LowStateArrays:
         topic = self.names.lowstate
-        self._expect(topic, "unitree_hg/msg/LowState")
+        self._expect(topic, interfaces.TYPES[interfaces.LOWSTATE])
         f = self.decode(
             topic,
             [
@@ -377,7 +378,7 @@ class Episode:
 
     def _decode_lowcmd(self) -> LowCmdArrays:
         topic = self.names.lowcmd
-        self._expect(topic, "unitree_hg/msg/LowCmd")
+        self._expect(topic, interfaces.TYPES[interfaces.LOWCMD])
         keys = ["q", "dq", "tau", "kp", "kd"]
         f = self.decode(topic, [f"motor_cmd.{k}" for k in keys])
         t_ns, t = self._times(topic)
@@ -390,7 +391,7 @@ class Episode:
 
     def _decode_odometry(self) -> OdometryArrays:
         topic = self.names.odometry
-        self._expect(topic, "nav_msgs/msg/Odometry")
+        self._expect(topic, interfaces.TYPES[interfaces.ODOMETRY])
         pose, twist = "pose.pose.", "twist.twist."
         paths = {
             "pos": [pose + f"position.{a}" for a in "xyz"],
@@ -412,7 +413,7 @@ class Episode:
 
     def _decode_policy(self) -> PolicyArrays:
         topic = self.names.record
-        self._expect(topic, "asap_msgs/msg/PolicyRecord")
+        self._expect(topic, interfaces.TYPES[interfaces.POLICY_RECORD])
         vectors = ["observation", "action_raw", "action", "q_target"]
         scalars = ["tick", "mode", "phase", "lowstate_tick"]
         f = self.decode(

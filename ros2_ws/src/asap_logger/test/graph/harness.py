@@ -9,9 +9,10 @@ from pathlib import Path
 import rclpy
 from asap_msgs.msg import EpisodeEvent
 from asap_msgs.srv import StartEpisode, StopEpisode
-from dds import spawn, spin_until
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from asap_testing.dds import spawn, spin_until
 
 HERE = Path(__file__).parent
 PUBLISHER = HERE / "stream_publisher.py"

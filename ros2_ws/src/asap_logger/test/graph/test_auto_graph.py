@@ -10,10 +10,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from asap_msgs.msg import PolicyStatus  # noqa: E402
-from dds import finish  # noqa: E402
 from harness import Operator, start_recorder  # noqa: E402
 
 from asap_logger.reader import open_episode  # noqa: E402
+from asap_testing.dds import finish  # noqa: E402
 
 pytestmark = pytest.mark.graph
 SHA = "ab" * 32

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from dds import finish  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from harness import Operator, publisher, start_recorder  # noqa: E402
 
 from asap_logger.mcap_io import scan  # noqa: E402
 from asap_logger.reader import open_episode  # noqa: E402
 from asap_logger.repair import reindex  # noqa: E402
+from asap_testing.dds import finish  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from dds import finish  # noqa: E402
 from harness import Operator, publisher, read_sent, start_recorder  # noqa: E402
 
 from asap_logger.reader import open_episode  # noqa: E402
+from asap_testing.dds import finish  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 SECONDS = 30.0

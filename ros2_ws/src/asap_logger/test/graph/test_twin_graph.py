@@ -13,12 +13,12 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("asap_sim")
-from dds import finish, spawn  # noqa: E402
 from harness import Operator, publisher, read_sent, start_recorder  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from unitree_hg.msg import LowState  # noqa: E402
 
 from asap_logger.reader import open_episode  # noqa: E402
+from asap_testing.dds import finish, spawn  # noqa: E402
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 SECONDS = 30.0

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from asap_training import quat
-from asap_training.quat import Array
+from asap_core import quat
+from asap_core.quat import Array
 
 if TYPE_CHECKING:
     from asap_training.envs.tracking_env import TrackingEnv

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from asap_core import quat
 from asap_core.arrays import namespace
-from asap_training import quat
-from asap_training.quat import Array
-from asap_training.robot import LOWER_BODY, UPPER_BODY, point_indices
+from asap_core.g1 import LOWER_BODY, UPPER_BODY, point_indices
+from asap_core.quat import Array
 
 if TYPE_CHECKING:
     from asap_training.envs.tracking_env import TrackingEnv

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from asap_training.stage2.graph import GraphClient, GraphClientCfg, GraphError, LoadResult
+from asap_bringup.graph_client import GraphClient, GraphClientCfg, GraphError, LoadResult
 
 ACCEPTED, REFUSED, UNREACHABLE = 0, 1, 2
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import random
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+
+def isolate() -> None:
+    """Keep this test session's DDS traffic to itself: a random ``ROS_DOMAIN_ID`` (unless one is set) and
+    localhost discovery, so parallel runs and other processes on the machine never cross-talk. Call it
+    before anything imports rclpy (a conftest.py); processes the tests spawn inherit it."""
+    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 
 def spawn(script: str | Path, *args: str, **popen_kwargs) -> subprocess.Popen:
@@ -20,6 +29,8 @@ def spawn(script: str | Path, *args: str, **popen_kwargs) -> subprocess.Popen:
 
 def spin_until(node, predicate: Callable[[], bool], timeout_s: float, executor=None) -> bool:
     """Spin ``node`` until ``predicate()`` holds or ``timeout_s`` passes; return the predicate."""
+    # imported here: every conftest.py imports this module (isolate) first, also where rclpy is absent
+    # (the robot's Python 3.10 test venv)
     import rclpy
 
     deadline = time.monotonic() + timeout_s

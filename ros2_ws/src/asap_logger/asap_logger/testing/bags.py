@@ -1,7 +1,8 @@
 """Synthetic episode bags of known content, serialized by rosbags (no rclpy needed).
 
-Shared by the logger's reader tests and training's ingest tests: message builders with known fields,
-:func:`write_messages` for any message sequence, :func:`write_episode` for a standard episode.
+Shared by the logger's reader tests, the bag fault tests and training's ingest tests: message builders
+with known fields, :func:`write_messages` for any message sequence, :func:`write_episode` for a standard
+episode.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from pathlib import Path
 import numpy as np
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from asap_core import interfaces
 from asap_logger.bag import BagCfg, BagWriter, TopicInfo, qos_profile
 from asap_logger.msgdefs import load_definition
 
 T0 = 1_700_000_000_000_000_000
 TYPES = {
-    "/lowstate": "unitree_hg/msg/LowState",
-    "/lowcmd": "unitree_hg/msg/LowCmd",
-    "/policy/record": "asap_msgs/msg/PolicyRecord",
-    "/odometry": "nav_msgs/msg/Odometry",
+    name: interfaces.TYPES[name]
+    for name in (interfaces.LOWSTATE, interfaces.LOWCMD, interfaces.POLICY_RECORD, interfaces.ODOMETRY)
 }
 
 
@@ -228,27 +228,27 @@ def write_episode(
     ser = store.serialize_cdr
     for i in range(n):
         t = int(t_ls[i])
-        if "/lowstate" in ids:
+        if interfaces.LOWSTATE in ids:
+            state = lowstate(store, int(ticks[i]), q[i])
+            writer.write(ids[interfaces.LOWSTATE], t, t, ser(state, TYPES[interfaces.LOWSTATE]))
+        if interfaces.ODOMETRY in ids:
             writer.write(
-                ids["/lowstate"], t, t, ser(lowstate(store, int(ticks[i]), q[i]), TYPES["/lowstate"])
-            )
-        if "/odometry" in ids:
-            writer.write(
-                ids["/odometry"],
+                ids[interfaces.ODOMETRY],
                 t + 100,
                 t,
-                ser(odometry(store, t, np.array([i * 1e-3, 0.0, 0.8])), TYPES["/odometry"]),
+                ser(odometry(store, t, np.array([i * 1e-3, 0.0, 0.8])), TYPES[interfaces.ODOMETRY]),
             )
-        if "/policy/record" in ids and i in rec_idx:
+        if interfaces.POLICY_RECORD in ids and i in rec_idx:
             k = rec_idx.index(i)
             writer.write(
-                ids["/policy/record"],
+                ids[interfaces.POLICY_RECORD],
                 t + 200_000,
                 t,
-                ser(record(store, t, i // 10, int(ticks[i]), obs[k]), TYPES["/policy/record"]),
+                ser(record(store, t, i // 10, int(ticks[i]), obs[k]), TYPES[interfaces.POLICY_RECORD]),
             )
-        if "/lowcmd" in ids:
-            writer.write(ids["/lowcmd"], t + 300_000, t, ser(lowcmd(store, float(kp[i])), TYPES["/lowcmd"]))
+        if interfaces.LOWCMD in ids:
+            command = ser(lowcmd(store, float(kp[i])), TYPES[interfaces.LOWCMD])
+            writer.write(ids[interfaces.LOWCMD], t + 300_000, t, command)
     writer.close()
     rec_t = t_ls[rec_idx] + 200_000
     return Truth(

@@ -16,18 +16,18 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import policies
 import rclpy
 from asap_msgs.msg import PolicyRecord, PolicyStatus
 from asap_msgs.srv import LoadPolicy, SetMode
 from builtin_interfaces.msg import Time
-from dds import finish, spawn
 from fake_g1 import FakeG1
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock
 
 from asap_core.modes import Mode
+from asap_core.testing import policies
+from asap_testing.dds import finish, spawn
 
 
 class SimClock:
@@ -179,7 +179,7 @@ def running_graph(tmp: Path, *params: str, sim_clock: bool = False) -> Iterator[
 def sine_policy_graph(tmp: Path, motion_s: float, *params: str, sim_clock: bool = False) -> Iterator[Graph]:
     """:func:`running_graph` whose node starts with a gentle 23-joint sine policy (``motion_s``
     long), ramping in 0.3 s and reporting status at 20 Hz."""
-    policy = policies.write(tmp / "sine.onnx", policies.Sine(23, 0.2), motion_s=motion_s, name="sine")
+    policy = policies.write(tmp / "sine.onnx", policies.sine(23, 0.2), motion_s=motion_s, name="sine")
     with running_graph(tmp, f"policy_path:={policy}", "ramp_s:=0.3", "status_rate_hz:=20.0", *params,
                        sim_clock=sim_clock) as g:
         yield g

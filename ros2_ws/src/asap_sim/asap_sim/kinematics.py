@@ -1,4 +1,8 @@
-"""Forward kinematics of motion clips on the G1 MuJoCo model (``mj_kinematics``, one frame at a time)."""
+"""Forward kinematics of motion clips on the G1 MuJoCo model (``mj_kinematics``, one frame at a time).
+
+The tracked points are :data:`asap_core.g1.TRACKED_POINTS`. Training's motion library and the monitor
+(``asap_bringup.monitor_core``) compute them here: the ghost a user sees is the reference training tracks.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,9 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 
-from asap_core import g1
+from asap_core import g1, quat
+from asap_core.motion import MotionClip
 from asap_sim.model import standing_base_height
-from asap_training import quat
-from asap_training.motion.clip import MotionClip
-from asap_training.robot import EXTENDED_POINTS, FEET, RIGID_BODIES
 
 
 def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str) -> int:
@@ -29,11 +31,11 @@ class G1Kinematics:
         """Resolve bodies and joints by name once."""
         self.model = model
         self._data = mujoco.MjData(model)
-        self.body_ids = np.array([_id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in RIGID_BODIES])
+        self.body_ids = np.array([_id(model, mujoco.mjtObj.mjOBJ_BODY, n) for n in g1.RIGID_BODIES])
         self.ext_parent_ids = np.array(
-            [_id(model, mujoco.mjtObj.mjOBJ_BODY, p) for p, _ in EXTENDED_POINTS.values()]
+            [_id(model, mujoco.mjtObj.mjOBJ_BODY, p) for p, _ in g1.EXTENDED_POINTS.values()]
         )
-        self.ext_offsets = np.array([off for _, off in EXTENDED_POINTS.values()], dtype=np.float64)
+        self.ext_offsets = np.array([off for _, off in g1.EXTENDED_POINTS.values()], dtype=np.float64)
         hinges = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_HINGE]
         self.joint_names: tuple[str, ...] = tuple(model.joint(j).name for j in hinges)
         self._qposadr = {model.joint(j).name: int(model.jnt_qposadr[j]) for j in hinges}
@@ -62,7 +64,7 @@ class G1Kinematics:
         q[:, self.qpos_indices(clip.joint_names)] = clip.joint_pos
         return q
 
-    def grounded(self, clip: MotionClip, feet: tuple[str, ...] = FEET) -> MotionClip:
+    def grounded(self, clip: MotionClip, feet: tuple[str, ...] = g1.FEET) -> MotionClip:
         """The clip shifted vertically so its lowest foot, over the whole clip, stands on the floor.
 
         Retargeted clips may float or sink (ASAP's float ~10 cm); the lowest ankle origin is put at the
@@ -72,7 +74,7 @@ class G1Kinematics:
         q0[self._root_adr + 2] = standing_base_height(self.model, g1.default_pose(g1.MOTOR_ORDER))
         q0[self._root_adr + 3] = 1.0
         q0[self.qpos_indices(g1.MOTOR_ORDER)] = g1.default_pose(g1.MOTOR_ORDER)
-        idx = [RIGID_BODIES.index(f) for f in feet]
+        idx = [g1.RIGID_BODIES.index(f) for f in feet]
         standing = self.points(q0)[0][0, idx, 2].min()
         lowest = self.points(self.qpos(clip))[0][:, idx, 2].min()
         root = clip.root_pos_w.copy()

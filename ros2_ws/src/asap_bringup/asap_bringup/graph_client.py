@@ -1,8 +1,8 @@
-"""Drive a running sim2sim graph (twin ``g1_sim`` + ``policy_node`` + ``recorder``) from training code.
+"""Drive a running sim2sim graph (twin ``g1_sim`` + ``policy_node`` + ``recorder``) as an operator does.
 
 The ASAP loop needs real trajectories: the policy run on the twin (or the robot), recorded. This client
-does what an operator does, over the graph's own services, so the demo and the collectors never reach
-into the nodes:
+does what an operator does, over the graph's own services (names: :mod:`asap_core.interfaces`), so
+``asap-push``, training's demo and the collectors never reach into the nodes:
 
     reset the twin (initial pose, at rest, in the band) → RAMP to the policy's default pose → HOLD
     → POLICY (the recorder opens a bag) → release the band → the motion ends (the node goes to HOLD at
@@ -10,8 +10,8 @@ into the nodes:
     the bag → its path.
 
 Start the graph first: ``python -m asap_bringup.runner sim2sim policy:=<onnx> dynamics_profile:=<name>
-episodes_dir:=<dir>``. rclpy is imported inside :class:`GraphClient` only, so importing this module
-(and the rest of ``asap_training``) stays ROS-free.
+episodes_dir:=<dir>``. Training imports this module inside the functions that drive the graph, so
+that importing ``asap_training`` stays ROS-free.
 """
 
 from __future__ import annotations
@@ -27,6 +27,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import rclpy
+from asap_msgs.msg import EpisodeEvent, PolicyStatus
+from asap_msgs.srv import LoadPolicy, SetMode
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+from std_srvs.srv import Trigger
+
+from asap_core import interfaces
 from asap_core.modes import Event, Mode
 
 log = logging.getLogger(__name__)
@@ -49,18 +58,19 @@ class GraphNotReadyError(GraphError):
 
 @dataclass(frozen=True, kw_only=True)
 class GraphNames:
-    """Names of the graph's nodes, services and topics (the defaults of the shipped profiles)."""
+    """Names of the graph's nodes, services and topics (defaults: :mod:`asap_core.interfaces`)."""
 
-    set_mode: str = "/policy/set_mode"
-    load_policy: str = "/policy/load_policy"
-    policy_status: str = "/policy/status"
-    twin_reset: str = "/sim/reset"
-    release_band_on_new_command: str = "/sim/release_band_on_new_command"
-    hold_band: str = "/sim/hold_band"
-    recorder_start: str = "/recorder/start_episode"
-    episode_events: str = "/recorder/episode_events"
-    recorder_node: str = "recorder"
-    recorded: tuple[str, ...] = ("/lowstate", "/policy/record", "/policy/status", "/odometry")
+    set_mode: str = interfaces.SET_MODE
+    load_policy: str = interfaces.LOAD_POLICY
+    policy_status: str = interfaces.POLICY_STATUS
+    twin_reset: str = interfaces.SIM_RESET
+    release_band_on_new_command: str = interfaces.SIM_RELEASE_BAND_ON_NEW_COMMAND
+    hold_band: str = interfaces.SIM_HOLD_BAND
+    recorder_start: str = interfaces.resolve(interfaces.START_EPISODE, interfaces.RECORDER_NODE)
+    episode_events: str = interfaces.resolve(interfaces.EPISODE_EVENTS, interfaces.RECORDER_NODE)
+    recorder_node: str = interfaces.RECORDER_NODE
+    recorded: tuple[str, ...] = (
+        interfaces.LOWSTATE, interfaces.POLICY_RECORD, interfaces.POLICY_STATUS, interfaces.ODOMETRY)
     """Topics the recorder must be subscribed to before an episode is worth running."""
 
 
@@ -84,6 +94,7 @@ class GraphClientCfg:
     """Reset + ramp tries before a fault during the ramp is an error."""
     progress_period_s: float = 1.0
     node_name: str = "asap_graph_client"
+    """The operator enclave's client name (config/security/policy.xml)."""
 
 
 @dataclass(frozen=True)
@@ -182,19 +193,10 @@ class GraphClient:
     """
 
     def __init__(self, cfg: GraphClientCfg | None = None, progress: ProgressFn | None = None) -> None:
-        import rclpy
-        from asap_msgs.msg import EpisodeEvent, PolicyStatus
-        from asap_msgs.srv import LoadPolicy, SetMode
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-        from rclpy.signals import SignalHandlerOptions
-        from std_srvs.srv import Trigger
-
         self.cfg = cfg or GraphClientCfg()
         self.progress = progress
         self.last_episode: EpisodeOutcome | None = None
         names = self.cfg.names
-        self._srv = {"SetMode": SetMode, "LoadPolicy": LoadPolicy, "Trigger": Trigger}
         self._context = rclpy.Context()
         rclpy.init(args=[], context=self._context, signal_handler_options=SignalHandlerOptions.NO)
         self._node = rclpy.create_node(self.cfg.node_name, context=self._context)
@@ -241,8 +243,6 @@ class GraphClient:
         self._context.try_shutdown()
 
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
-
         with contextlib.suppress(ExternalShutdownException):
             self._executor.spin()
 
@@ -352,14 +352,14 @@ class GraphClient:
         """
         local = Path(path).expanduser()
         sent = str(local.resolve()) if local.exists() else str(path)
-        request = self._srv["LoadPolicy"].Request(path=sent, blend_ticks=int(blend_ticks))
+        request = LoadPolicy.Request(path=sent, blend_ticks=int(blend_ticks))
         reply = self._call(self.cfg.names.load_policy, request, self.cfg.load_timeout_s)
         return LoadResult(reply.accepted, reply.message, reply.policy_sha256, reply.policy_name)
 
-    def set_mode(self, request: Mode | Event, reason: str = "asap_training graph client") -> ModeReply:
+    def set_mode(self, request: Mode | Event, reason: str = "asap graph client") -> ModeReply:
         """Ask the policy node for a mode (``Mode.RAMP``, ...) or an event (``Event.RESET``)."""
         event = _request_event(request)
-        msg = self._srv["SetMode"].Request(request=event.value, reason=reason)
+        msg = SetMode.Request(request=event.value, reason=reason)
         reply = self._call(self.cfg.names.set_mode, msg)
         return ModeReply(reply.accepted, Mode(reply.mode), reply.message)
 
@@ -372,7 +372,7 @@ class GraphClient:
         return reply.mode
 
     def _trigger(self, service: str) -> str:
-        reply = self._call(service, self._srv["Trigger"].Request())
+        reply = self._call(service, Trigger.Request())
         if not reply.success:
             raise GraphError(f"{service} refused: {reply.message}")
         return reply.message

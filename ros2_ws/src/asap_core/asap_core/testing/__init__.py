@@ -1,0 +1,2 @@
+"""What tests of asap_core, and of the packages built on it, need: tiny real ONNX policies (no torch), random
+robot messages."""

@@ -1,0 +1,1 @@
+"""Test support shared by the asap packages' tests; depends on nothing of asap (package.xml)."""

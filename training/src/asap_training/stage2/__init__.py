@@ -1,1 +1,0 @@
-"""ASAP stage 2: recorded episodes → dataset → delta-action model → fine-tuned policy (research §4)."""
