@@ -22,8 +22,7 @@ GAPS ?= tired_ankles random:1001 random:1002 random:1003 random:1004 random:1005
 gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
 
-test: setup  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
-	@$(ENV) ruff check .
+test: lint  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
 	@$(ENV) python scripts/robot_py310.py
 	@$(ENV) python -m pytest $(PYTEST_ARGS)
 
@@ -33,8 +32,10 @@ test-fast: setup  ## unit tests only (no DDS, no slow)
 test-robot: setup  ## the robot image's Python 3.10 + docker/requirements-robot.txt: imports, ROS-free tests, aarch64/x86_64 wheels
 	@$(ENV) python scripts/robot_py310.py
 
-lint: setup  ## ruff
+lint: setup  ## ruff, the import layers (lint-imports) and the types (mypy), as configured in pyproject.toml
 	@$(ENV) ruff check .
+	@$(ENV) lint-imports --no-cache --no-logo
+	@$(ENV) mypy
 
 bench: setup  ## every benchmark script (prints numbers and ratios to raw baselines)
 	@$(ENV) for b in $$(ls ros2_ws/src/*/bench/*.py training/bench/*.py 2>/dev/null); do \

@@ -210,7 +210,7 @@ class GraphClient:
         )
         self._node.create_subscription(PolicyStatus, names.policy_status, self._on_status, reliable)
         self._node.create_subscription(EpisodeEvent, names.episode_events, self._on_event, latched)
-        self._clients = {
+        self._clients: dict[str, Any] = {
             names.set_mode: self._node.create_client(SetMode, names.set_mode),
             names.load_policy: self._node.create_client(LoadPolicy, names.load_policy),
             **{
@@ -495,7 +495,7 @@ class GraphClient:
         if not self._wait(settled, self.cfg.ramp_timeout_s):
             raise GraphError(f"policy_node did not reach HOLD within {self.cfg.ramp_timeout_s:g} s of RAMP")
         status = self.status()
-        if status.mode is Mode.DAMPING:
+        if status is not None and status.mode is Mode.DAMPING:  # (settled: there is one)
             return f"DAMPING latched during the ramp: {status.fault or '(no reason given)'}"
         return ""
 

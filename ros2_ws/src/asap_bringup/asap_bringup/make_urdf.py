@@ -70,7 +70,7 @@ def _link(robot: ET.Element, model: mujoco.MjModel, body: int) -> None:
         for kind in ("visual", "collision"):
             el = ET.SubElement(link, kind)
             _origin(el, model.geom_pos[gid], model.geom_quat[gid])
-            _geometry(el, model, gid)
+            _geometry(el, model, int(gid))
 
 
 def _joint(robot: ET.Element, model: mujoco.MjModel, body: int) -> None:

@@ -100,6 +100,7 @@ class Kinematics:
 
     def __init__(self) -> None:
         """Import lazily: MuJoCo (asap_sim's FK) needs Python >= 3.11 and is absent from the robot image."""
+        # optional: MuJoCo (asap_sim's FK) is absent from the robot image, where the monitor shows text only
         from asap_sim.kinematics import G1Kinematics
         from asap_sim.model import build_model, standing_base_height
 
@@ -249,6 +250,8 @@ class MonitorCore:
                 f"motion {name!r} unknown: not a shipped clip {list(shipped_clips())} "
                 f"nor <motion_path>/{name}.npz"
             )
+        if self.kinematics is None:
+            return f"motion {name!r}: no FK to draw it with ({self.kinematics_error})"
         try:
             return Reference(load_npz(path), self.kinematics.kin)
         except Exception as e:  # a broken clip must not stop the monitor
@@ -274,7 +277,7 @@ class MonitorCore:
             for f, i in kin.feet_index.items()
         }
         ref_points = ref_q = g_err = l_err = None
-        if state is not None:
+        if state is not None and ref is not None:  # (a state comes from a reference)
             if base.source != "odometry":
                 self._offset = np.zeros(3)  # the live skeleton stands on the reference's pelvis
             elif self.mode != Mode.POLICY:  # frozen while the policy runs, as asap-eval places it

@@ -31,6 +31,7 @@ from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.publisher import Publisher
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
@@ -88,7 +89,8 @@ class MonitorNode(Node):
         self._error_local = self.create_publisher(Float32, interfaces.MONITOR_ERROR_LOCAL, reliable)
         self._reference = self.create_publisher(ReferenceMotion, interfaces.MONITOR_REFERENCE, reliable)
         self._diag = self.create_publisher(DiagnosticArray, interfaces.DIAGNOSTICS, reliable)
-        self._tf, self._tf_types = None, None
+        self._tf: Publisher | None = None
+        self._tf_types: tuple[type, type] | None = None
         if self.cfg.publish_tf:
             self._tf_types = _tf_types()
             if self._tf_types is None:
@@ -147,7 +149,7 @@ class MonitorNode(Node):
             self._error.publish(Float32(data=frame.error_m))
         if frame.error_local_m is not None:
             self._error_local.publish(Float32(data=frame.error_local_m))
-        if frame.ref_joint_pos is not None:
+        if frame.ref_joint_pos is not None and frame.joint_error is not None:
             msg = ReferenceMotion(
                 motion_name=self.core.motion_name,
                 phase=self.core.phase,
@@ -158,8 +160,7 @@ class MonitorNode(Node):
             )
             msg.header.stamp = stamp
             self._reference.publish(msg)
-        if self._tf is not None and frame.base is not None:
-            self._publish_tf(frame, stamp)
+        self._publish_tf(frame, stamp)
 
     def _marker(self, ns: str, mid: int, kind: int, stamp: TimeMsg, rgba, scale: float) -> Marker:
         m = Marker(ns=ns, id=mid, type=kind, action=Marker.ADD)
@@ -206,6 +207,8 @@ class MonitorNode(Node):
         return out
 
     def _publish_tf(self, frame: MonitorFrame, stamp: TimeMsg) -> None:
+        if self._tf is None or self._tf_types is None or frame.base is None:
+            return
         tf_message, transform_stamped = self._tf_types
         t = transform_stamped()
         t.header.stamp, t.header.frame_id, t.child_frame_id = stamp, self.cfg.frame_id, self.cfg.base_frame
@@ -243,9 +246,9 @@ class MonitorNode(Node):
         self._diag.publish(msg)
 
 
-def _tf_types():
+def _tf_types() -> tuple[type, type] | None:
     """(TFMessage, TransformStamped) where ``tf2_msgs`` is installed, else None."""
-    try:
+    try:  # imported here: tf2_msgs is optional (absent from the PyPI ROS wheels)
         from geometry_msgs.msg import TransformStamped
         from tf2_msgs.msg import TFMessage
     except ImportError:

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
+
+Array: TypeAlias = Any
+"""A numpy array or a torch tensor (the batched terms take either). torch is never imported here, so the
+type checker cannot name the union; ``np.ndarray`` alone would be wrong for training's tensors."""
+ArrayT = TypeVar("ArrayT")
+"""An :data:`Array` for functions that return the kind they are given (numpy in, numpy out)."""
 
 
 def is_tensor(x: Any) -> bool:

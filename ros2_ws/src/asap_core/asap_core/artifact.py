@@ -175,10 +175,11 @@ def _from_dict(data: dict[str, Any]) -> PolicyMetadata:
     provenance = jf.obj(data.get("provenance", {}), "provenance", set(),
                        {f.name for f in fields(Provenance)})
     clip = data.get("action_clip")
+    per_joint: dict[str, Any] = {key: numbers(key) for key in _PER_JOINT}  # Any: mypy cannot pair ** keys
     return PolicyMetadata(
         name=jf.text(data["name"], "name", max_len=MAX_TEXT),
         joint_names=tuple(jf.text(x, f"joint_names[{i}]", max_len=64) for i, x in enumerate(joints)),
-        **{key: numbers(key) for key in _PER_JOINT},
+        **per_joint,
         control_dt=jf.number(data["control_dt"], "control_dt", *ANY),
         observation=ObservationSpec.from_dict(data["observation"]),
         motion=Motion(name=jf.text(motion["name"], "motion.name", max_len=MAX_TEXT),

@@ -300,13 +300,17 @@ class Controller:
         if mode not in ACTIVE_MODES:
             self._blend = None
         if mode is Mode.RAMP:
-            self._ramp_from = self._last.q if self._last is not None and self.mode in ACTIVE_MODES \
-                else state.q.copy()
+            if self._last is not None and self.mode in ACTIVE_MODES:
+                self._ramp_from = self._last.q
+            else:
+                assert state is not None, "RAMP starts only from a fresh LowState (Guards.start)"
+                self._ramp_from = state.q.copy()
         if mode is Mode.HOLD:
             self._hold_q = self._last.q if self._last is not None else self._goal_q()
         if mode is Mode.POLICY:
-            self.policy.builder.reset()
-            self._last_action = np.zeros(self.policy.num_joints)
+            policy = self._running_policy()
+            policy.builder.reset()
+            self._last_action = np.zeros(policy.num_joints)
             self._blend = self._blend_from_last(self.cfg.start_blend_ticks)
         self.mode, self._ticks_in_mode = mode, 0
 
@@ -314,7 +318,7 @@ class Controller:
         start = start_block
         if not start and (state is None or stale is Staleness.STALE):
             start = "no fresh LowState"
-        if not start:
+        if not start and state is not None:  # (None already set start above)
             start = _variant_problem(state.mode_machine, self.cfg.sim_mode_machine) or \
                 self.safety.state_fault(state.q, state.dq, state.quat_wxyz)
         return Guards(start=start, policy=self._pose_block(self.policy, state))
@@ -353,6 +357,7 @@ class Controller:
             self._last = None
             return TickOutput(self.mode, MotorCommand.damping(
                 self.cfg.damping_kd, None if state is None else state.q))
+        assert state is not None, "the active modes fault to DAMPING without a LowState (_check)"
         if self.mode is Mode.POLICY:
             return self._policy_command(state)
         kp, kd = self._hold_gains()
@@ -367,7 +372,7 @@ class Controller:
         return out
 
     def _policy_command(self, state: RobotState) -> TickOutput:
-        p = self.policy
+        p = self._running_policy()
         phase = motion_phase(self._ticks_in_mode - 1, self.cfg.control_dt,
                              p.artifact.metadata.motion.length_s)
         try:
@@ -410,7 +415,7 @@ class Controller:
         return self._last
 
     def _policy_gains(self) -> tuple[np.ndarray, np.ndarray]:
-        p = self.policy
+        p = self._running_policy()
         return p.joint_map.apply(p.kp, fill=self._passive_kp), p.joint_map.apply(p.kd, fill=self._passive_kd)
 
     def _hold_gains(self) -> tuple[np.ndarray, np.ndarray]:
@@ -427,6 +432,12 @@ class Controller:
         return self.policy.joint_map.apply(self.policy.default_q, fill=self._passive_q)
 
     # -- hot swap -------------------------------------------------------------------------------
+
+    def _running_policy(self) -> LoadedPolicy:
+        """The installed policy, where one must be: POLICY starts only with one (Guards.policy), policy gains
+        are asked only then or when one is loaded, and an installed policy is only ever replaced."""
+        assert self.policy is not None, "no policy installed"
+        return self.policy
 
     def _install(self, policy: LoadedPolicy) -> None:
         self.policy = policy

@@ -109,8 +109,15 @@ def pack_lowstate(msg: Any) -> np.ndarray:
     return buf
 
 
+def field_offset(dtype: np.dtype[Any], name: str) -> int:
+    """Byte offset of field ``name`` in the structured ``dtype`` (one of the message layouts above)."""
+    if dtype.fields is None:
+        raise TypeError(f"{dtype} is not a structured dtype")
+    return dtype.fields[name][1]
+
+
 def _crc_of(buf: np.ndarray) -> int:
-    return crc32_words(buf.tobytes()[: buf.dtype.fields["crc"][1]])
+    return crc32_words(buf.tobytes()[: field_offset(buf.dtype, "crc")])
 
 
 def lowcmd_crc(msg: Any) -> int:

@@ -127,7 +127,7 @@ DEFAULT_POSES = MappingProxyType(
 )
 
 
-def _armature_gains(omega_hz: float = 10.0, zeta: float = 2.0) -> tuple[dict, dict]:
+def _armature_gains(omega_hz: float = 10.0, zeta: float = 2.0) -> tuple[dict[str, float], dict[str, float]]:
     """BeyondMimic gains: kp = I w^2, kd = 2 zeta I w with w = 2 pi 10 Hz, zeta = 2."""
     w = 2.0 * np.pi * omega_hz
     kp = {j.name: ARMATURE[j.actuator] * w**2 for j in JOINTS}

@@ -36,8 +36,9 @@ class OnnxPolicy:
         Raises :class:`PolicyOutputError` when the real output is not [1, num_joints]: the graph's
         declared shape is only a claim (a symbolic or wrong dimension passes validation)."""
         self._obs[0] = obs
-        (action,) = self._session.run(self._outputs, {self._input_name: self._obs})
+        outputs: list[np.ndarray] = self._session.run(self._outputs, {self._input_name: self._obs})
+        (action,) = outputs
         if action.shape != self._output_shape:
             raise PolicyOutputError(f"policy output shape {list(action.shape)}, expected "
                                     f"{list(self._output_shape)} (batch 1, one value per joint)")
-        return action[0].astype(np.float64)
+        return action.reshape(-1).astype(np.float64)  # = action[0], batch 1 checked above

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
-from asap_core.arrays import is_tensor
+from asap_core.arrays import Array, ArrayT, is_tensor
 
 
 class JointMapError(ValueError):
@@ -15,10 +17,9 @@ class JointMapError(ValueError):
 
 
 def _check_unique(names: Sequence[str], what: str) -> None:
-    seen: set[str] = set()
-    dups = [n for n in names if n in seen or seen.add(n)]
+    dups = sorted(n for n, count in Counter(names).items() if count > 1)
     if dups:
-        raise JointMapError(f"{what} has duplicate joint names: {sorted(set(dups))}")
+        raise JointMapError(f"{what} has duplicate joint names: {dups}")
 
 
 @dataclass(frozen=True)
@@ -51,31 +52,31 @@ class JointMap:
         """True when both orders hold the same set of joints."""
         return len(self.source) == len(self.target)
 
-    def apply(self, values: np.ndarray, fill: float | np.ndarray = 0.0) -> np.ndarray:
+    def apply(self, values: ArrayT, fill: float | Array = 0.0) -> ArrayT:
         """Reorder ``values`` (last axis in source order) into target order.
 
         Target joints missing from the source take ``fill`` (a scalar or a target-order array).
         numpy arrays or torch tensors (the output is of the same kind, dtype and device).
         """
-        values = values if is_tensor(values) else np.asarray(values)
-        if values.shape[-1] != len(self.source):
+        v: Array = values if is_tensor(values) else np.asarray(values)
+        if v.shape[-1] != len(self.source):
             raise JointMapError(
-                f"expected {len(self.source)} values in source order, got {values.shape[-1]}"
+                f"expected {len(self.source)} values in source order, got {v.shape[-1]}"
             )
-        shape = (*values.shape[:-1], len(self.target))
-        if is_tensor(values):
-            out = values.new_zeros(shape)
-            out[...] = fill if is_tensor(fill) or not hasattr(fill, "shape") else values.new_tensor(fill)
+        shape = (*v.shape[:-1], len(self.target))
+        if is_tensor(v):
+            out = v.new_zeros(shape)
+            out[...] = fill if is_tensor(fill) or not hasattr(fill, "shape") else v.new_tensor(fill)
         else:
-            out = np.broadcast_to(np.asarray(fill, dtype=values.dtype), shape).copy()
-        out[..., self.index] = values
-        return out
+            out = np.broadcast_to(np.asarray(fill, dtype=v.dtype), shape).copy()
+        out[..., self.index] = v
+        return cast(ArrayT, out)
 
-    def gather(self, target_values: np.ndarray) -> np.ndarray:
+    def gather(self, target_values: ArrayT) -> ArrayT:
         """The inverse direction: pick source-order values out of a target-order vector."""
-        target_values = target_values if is_tensor(target_values) else np.asarray(target_values)
-        if target_values.shape[-1] != len(self.target):
+        v: Array = target_values if is_tensor(target_values) else np.asarray(target_values)
+        if v.shape[-1] != len(self.target):
             raise JointMapError(
-                f"expected {len(self.target)} values in target order, got {target_values.shape[-1]}"
+                f"expected {len(self.target)} values in target order, got {v.shape[-1]}"
             )
-        return target_values[..., self.index]
+        return cast(ArrayT, v[..., self.index])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 
@@ -90,7 +91,8 @@ def array(value: Any, field: str, *, max_len: int) -> Sequence[Any]:
     return value
 
 
-def obj(value: Any, field: str, required: set[str], optional: set[str] = frozenset()) -> Mapping[str, Any]:
+def obj(value: Any, field: str, required: AbstractSet[str],
+        optional: AbstractSet[str] = frozenset()) -> Mapping[str, Any]:
     """A JSON object with every ``required`` key and no key outside ``required | optional``."""
     if not isinstance(value, dict):
         raise FieldError(field, f"expected an object, got {_type_name(value)}")

@@ -69,7 +69,7 @@ class MotionClip:
     @property
     def num_frames(self) -> int:
         """Number of frames T."""
-        return self.root_pos_w.shape[0]
+        return int(self.root_pos_w.shape[0])
 
     @property
     def duration_s(self) -> float:
@@ -86,7 +86,7 @@ class MotionClip:
 
 def save_clip(clip: MotionClip, path: str | Path) -> None:
     """Write a clip in asap's ``.npz`` layout (names travel with the data)."""
-    arrays = {
+    arrays: dict[str, Any] = {  # Any: ** into savez_compressed, whose other keywords are not arrays
         "format_version": np.array(ASAP_NPZ_VERSION),
         "name": np.array(clip.name),
         "fps": np.array(clip.fps),

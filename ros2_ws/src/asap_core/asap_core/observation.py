@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from asap_core import json_fields as jf
-from asap_core.arrays import as_float, concat, copy, stack
+from asap_core.arrays import Array, as_float, concat, copy, stack
 from asap_core.joint_map import JointMap
 
 MAX_TERMS = 64
@@ -47,25 +47,25 @@ class ObsInputs:
     Joint vectors are in the policy's joint order (the artifact's ``joint_names``).
     """
 
-    q: np.ndarray
+    q: Array
     """Joint positions [..., n] (rad)."""
-    dq: np.ndarray
+    dq: Array
     """Joint velocities [..., n] (rad/s)."""
-    quat_wxyz: np.ndarray
+    quat_wxyz: Array
     """Pelvis orientation in the world frame [..., 4], w first (LowState IMU convention)."""
-    gyro_b: np.ndarray
+    gyro_b: Array
     """Pelvis angular velocity in the pelvis frame [..., 3] (rad/s)."""
-    last_action: np.ndarray
+    last_action: Array
     """The previous network output [..., n] (normalized action units, before scaling)."""
-    phase: np.ndarray | float
+    phase: Array | float
     """Motion phase [...] in [0, 1]."""
-    default_q: np.ndarray
+    default_q: Array
     """Default joint positions [n] or [..., n] (rad)."""
 
     @classmethod
-    def from_motor_order(cls, joint_map: JointMap, *, q: np.ndarray, dq: np.ndarray,
-                         quat_wxyz: np.ndarray, gyro_b: np.ndarray, last_action: np.ndarray,
-                         phase: np.ndarray | float, default_q: np.ndarray) -> ObsInputs:
+    def from_motor_order(cls, joint_map: JointMap, *, q: Array, dq: Array,
+                         quat_wxyz: Array, gyro_b: Array, last_action: Array,
+                         phase: Array | float, default_q: Array) -> ObsInputs:
         """Inputs from motor-order joint vectors (LowState), picked into policy order by name.
 
         ``joint_map`` maps policy order (source) to motor order (target).
@@ -74,30 +74,30 @@ class ObsInputs:
                    gyro_b=gyro_b, last_action=last_action, phase=phase, default_q=default_q)
 
 
-TermFn = Callable[[ObsInputs], np.ndarray]
+TermFn = Callable[[ObsInputs], Array]
 
 
-def actions(s: ObsInputs) -> np.ndarray:
+def actions(s: ObsInputs) -> Array:
     """The previous action a_{t-1}."""
     return as_float(s.last_action)
 
 
-def base_ang_vel(s: ObsInputs) -> np.ndarray:
+def base_ang_vel(s: ObsInputs) -> Array:
     """Pelvis angular velocity in the pelvis frame (the IMU gyroscope)."""
     return as_float(s.gyro_b)
 
 
-def dof_pos(s: ObsInputs) -> np.ndarray:
+def dof_pos(s: ObsInputs) -> Array:
     """Joint positions relative to the default pose, q - q_default."""
     return as_float(s.q) - as_float(s.default_q)
 
 
-def dof_vel(s: ObsInputs) -> np.ndarray:
+def dof_vel(s: ObsInputs) -> Array:
     """Joint velocities."""
     return as_float(s.dq)
 
 
-def projected_gravity(s: ObsInputs) -> np.ndarray:
+def projected_gravity(s: ObsInputs) -> Array:
     """The unit gravity vector (0, 0, -1) expressed in the pelvis frame: R(q)^T g, i.e. minus the third
     row of R(q), written out."""
     q = as_float(s.quat_wxyz)
@@ -105,7 +105,7 @@ def projected_gravity(s: ObsInputs) -> np.ndarray:
     return stack([2.0 * (w * y - x * z), -2.0 * (y * z + w * x), 2.0 * (x * x + y * y) - 1.0])
 
 
-def ref_motion_phase(s: ObsInputs) -> np.ndarray:
+def ref_motion_phase(s: ObsInputs) -> Array:
     """The motion phase as a 1-vector."""
     return as_float(s.phase)[..., None]
 
@@ -219,13 +219,13 @@ def asap_actor_spec(num_joints: int = 23, history: int = 4) -> ObservationSpec:
     return ObservationSpec(terms=tuple(blocks), clip=100.0)
 
 
-def compute_terms(spec: ObservationSpec, inputs: ObsInputs) -> dict[str, np.ndarray]:
+def compute_terms(spec: ObservationSpec, inputs: ObsInputs) -> dict[str, Array]:
     """Unscaled values [..., dim] of every term the spec uses (current or history)."""
     return {name: TERMS[name](inputs) for name in dict.fromkeys(t.name for t in spec.terms)}
 
 
-def assemble(spec: ObservationSpec, values: Mapping[str, np.ndarray],
-             history: Mapping[str, np.ndarray]) -> np.ndarray:
+def assemble(spec: ObservationSpec, values: Mapping[str, Array],
+             history: Mapping[str, Array]) -> Array:
     """The observation vector [..., spec.dim] (float64).
 
     ``values[name]`` is [..., dim] at tick t; ``history[name]`` is [..., H, dim], newest first.
@@ -255,7 +255,7 @@ class ObservationBuilder:
     spec: ObservationSpec
     batch_shape: tuple[int, ...] = ()
     zeros: Callable[[tuple[int, ...]], Any] = np.zeros
-    _history: dict[str, np.ndarray] = field(init=False, repr=False)
+    _history: dict[str, Array] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._history = {name: self.zeros((*self.batch_shape, h, self._dim_of(name)))
@@ -264,7 +264,7 @@ class ObservationBuilder:
     def _dim_of(self, name: str) -> int:
         return next(t.dim for t in self.spec.terms if t.name == name)
 
-    def reset(self, mask: np.ndarray | None = None) -> None:
+    def reset(self, mask: Array | None = None) -> None:
         """Zero the history (all of it, or the batch entries where ``mask`` is true)."""
         for buf in self._history.values():
             if mask is None:
@@ -272,11 +272,11 @@ class ObservationBuilder:
             else:
                 buf[mask] = 0.0
 
-    def build(self, inputs: ObsInputs) -> np.ndarray:
+    def build(self, inputs: ObsInputs) -> Array:
         """The observation at this tick [..., spec.dim]; advances the history by one tick."""
         return self.build_from_values(compute_terms(self.spec, inputs))
 
-    def build_from_values(self, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    def build_from_values(self, values: Mapping[str, Array]) -> Array:
         """As :meth:`build`, from term values computed (and perhaps noised) by the caller."""
         obs = assemble(self.spec, values, self._history)
         for name, buf in self._history.items():
@@ -285,7 +285,7 @@ class ObservationBuilder:
         return obs
 
     @property
-    def history(self) -> Mapping[str, np.ndarray]:
+    def history(self) -> Mapping[str, Array]:
         """Read-only view of the history buffers {term: [..., H, dim]}, newest first."""
         return MappingProxyType(self._history)
 

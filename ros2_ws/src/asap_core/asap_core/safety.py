@@ -53,7 +53,7 @@ def staleness(age_s: float | None, cfg: SafetyCfg) -> Staleness:
 
 def non_finite(names: Sequence[str], values: np.ndarray) -> list[str]:
     """Names whose value is NaN or infinite."""
-    return [names[i] for i in np.flatnonzero(~np.isfinite(values))]
+    return [names[int(i)] for i in np.flatnonzero(~np.isfinite(values))]
 
 
 def clamp_torque_aware(q_des: np.ndarray, q: np.ndarray, kp: np.ndarray, effort_limit: np.ndarray,
@@ -67,7 +67,7 @@ def clamp_torque_aware(q_des: np.ndarray, q: np.ndarray, kp: np.ndarray, effort_
     budget = np.maximum(effort_limit - kd * np.abs(dq), 0.0)
     with np.errstate(divide="ignore"):
         reach = np.where(kp > 0, budget / np.where(kp > 0, kp, 1.0), np.inf)
-    return np.clip(q_des, q - reach, q + reach)
+    return q_des.clip(q - reach, q + reach)
 
 
 def tilt_rad(quat_wxyz: np.ndarray) -> float:
@@ -104,7 +104,7 @@ class SafetyFilter:
         measured position already has.
         """
         safe = clamp_torque_aware(q_des, q, kp, self.effort_limit, kd, dq)
-        return np.clip(safe, self.lower, self.upper)
+        return safe.clip(self.lower, self.upper)
 
     def state_fault(self, q: np.ndarray, dq: np.ndarray, quat_wxyz: np.ndarray) -> str:
         """Why the measured state is unsafe ("" when it is fine): non-finite, too fast, tilted."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asap_core.crc import LOWCMD_DTYPE, LOWSTATE_DTYPE, crc32_words
+from asap_core.crc import LOWCMD_DTYPE, LOWSTATE_DTYPE, crc32_words, field_offset
 from asap_core.g1 import NUM_MOTORS
 
 CDR_LE_HEADER = b"\x00\x01\x00\x00"
@@ -34,7 +34,7 @@ def _leaf_bytes(dtype: np.dtype, base: int) -> list[tuple[int, int]]:
             count = int(np.prod(shape))
             return [leaf for i in range(count) for leaf in _leaf_bytes(item, base + i * item.itemsize)]
         return [(base, dtype.itemsize)]
-    return [leaf for name in dtype.names
+    return [leaf for name in dtype.names or ()
             for leaf in _leaf_bytes(dtype.fields[name][0], base + dtype.fields[name][1])]
 
 
@@ -57,7 +57,7 @@ class WireCodec:
         self.wire_size = len(CDR_LE_HEADER) + index.size
         self._payload_pos = np.flatnonzero(index >= 0)  # integer gathers: much faster than masks
         self._c_pos = index[self._payload_pos]
-        self._crc_offset = dtype.fields["crc"][1]
+        self._crc_offset = field_offset(dtype, "crc")
         # CDR padding read from a padding byte of the C struct (zero, as the robot's CRC requires):
         # serializing is then one gather, no zero-filled buffer to scatter into
         c_padding = np.setdiff1d(np.arange(dtype.itemsize), self._c_pos)
@@ -88,7 +88,7 @@ LOWSTATE = WireCodec(LOWSTATE_DTYPE)
 LOWCMD_WIRE_SIZE = LOWCMD.wire_size
 LOWSTATE_WIRE_SIZE = LOWSTATE.wire_size
 _TICK_AT = len(CDR_LE_HEADER) + int(
-    np.flatnonzero(cdr_gather_index(LOWSTATE_DTYPE) == LOWSTATE_DTYPE.fields["tick"][1])[0]
+    np.flatnonzero(cdr_gather_index(LOWSTATE_DTYPE) == field_offset(LOWSTATE_DTYPE, "tick"))[0]
 )
 
 

@@ -306,7 +306,7 @@ class BagWriter:
         assert writer is not None, "write after close"
         if self._file_start is None:
             self._file_start = log_time
-        elif self._split_due(writer, log_time, len(data)):
+        elif self._split_due(writer, log_time - self._file_start, len(data)):
             self._close_file()
             self._open_file()
             writer, self._file_start = self._file, log_time
@@ -318,10 +318,10 @@ class BagWriter:
         self._sequence[index] += 1
         self.topic_counts[index] += 1
 
-    def _split_due(self, writer: mcap_io.McapFileWriter, log_time: int, size: int) -> bool:
+    def _split_due(self, writer: mcap_io.McapFileWriter, file_age_ns: int, size: int) -> bool:
         cfg = self.cfg
         too_big = cfg.max_file_bytes and writer.size + writer.pending_bytes + size > cfg.max_file_bytes
-        too_long = cfg.max_file_duration_s and (log_time - self._file_start) * 1e-9 >= cfg.max_file_duration_s
+        too_long = cfg.max_file_duration_s and file_age_ns * 1e-9 >= cfg.max_file_duration_s
         return bool(too_big or too_long)
 
     def tick(self, now: float | None = None) -> None:

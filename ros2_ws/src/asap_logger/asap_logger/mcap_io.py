@@ -144,11 +144,11 @@ def _compressor(name: str) -> Callable[[bytes], bytes]:
     if name == "":
         return bytes
     if name == "zstd":
-        import zstandard  # optional: only bags written or read compressed need the codec
+        import zstandard  # optional codec: needed only by who records or reads zstd chunks
 
         return zstandard.ZstdCompressor(level=1).compress
     if name == "lz4":
-        import lz4.frame  # optional, as zstandard
+        import lz4.frame  # optional codec, as zstandard
 
         return lz4.frame.compress
     raise ValueError(f"compression must be one of {COMPRESSIONS}, got {name!r}")
@@ -377,7 +377,7 @@ class _Cursor:
         pos = self.take(n)
         return bytes(self.buf[pos : pos + n])
 
-    def str(self) -> str:
+    def text(self) -> str:
         return self.raw(self.u32()).decode()  # UnicodeDecodeError is a ValueError
 
     def map(self) -> dict[str, str]:
@@ -386,8 +386,8 @@ class _Cursor:
             raise ValueError(f"map of {end - self.pos} bytes overruns its record")
         out = {}
         while self.pos < end:
-            key = self.str()
-            out[key] = self.str()
+            key = self.text()
+            out[key] = self.text()
         return out
 
     def done(self) -> None:
@@ -397,7 +397,7 @@ class _Cursor:
 
 
 def _schema(cur: _Cursor) -> Schema:
-    sid, name, enc = cur.u16(), cur.str(), cur.str()
+    sid, name, enc = cur.u16(), cur.text(), cur.text()
     schema = Schema(sid, name, enc, cur.raw(cur.u32()))
     cur.done()
     return schema
@@ -405,7 +405,7 @@ def _schema(cur: _Cursor) -> Schema:
 
 def _channel(cur: _Cursor) -> Channel:
     cid, sid = cur.u16(), cur.u16()
-    channel = Channel(cid, sid, cur.str(), cur.str(), cur.map())
+    channel = Channel(cid, sid, cur.text(), cur.text(), cur.map())
     cur.done()
     return channel
 
@@ -420,7 +420,7 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
 
             with zstandard.ZstdDecompressor().stream_reader(data) as reader:
                 return reader.read(size + 1)
-        import lz4.frame  # optional codec
+        import lz4.frame  # (optional codec)
 
         return lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=size + 1)
     except Exception as exc:  # zstandard.ZstdError, lz4's RuntimeError: not a valid stream
@@ -571,11 +571,12 @@ class _Scanner:
         self.sink, self.wanted, self.strict = sink, wanted, strict
         self.keep: set[int] = set()
         self.chunks_seen = 0
-        self._summary: Summary | bool | None = False  # False: not read yet (only damage needs it)
+        self._summary: Summary | None = None
+        self._summary_read = False  # read when first asked (only damage needs it)
 
     def summary(self) -> Summary | None:
-        if self._summary is False:
-            self._summary = read_summary(self.mm, self.size)
+        if not self._summary_read:
+            self._summary, self._summary_read = read_summary(self.mm, self.size), True
         return self._summary
 
     def run(self) -> None:
@@ -618,8 +619,8 @@ class _Scanner:
         """Handle a record other than a chunk or the footer; returns the chunk MessageIndexes attach to."""
         out, cur = self.out, _Cursor(self.mm, pos + 9, end)
         if opcode == OP_HEADER:
-            cur.str()
-            out.library = cur.str()
+            cur.text()
+            out.library = cur.text()
             cur.done()
         elif opcode == OP_SCHEMA:
             schema = _schema(cur)
@@ -629,15 +630,15 @@ class _Scanner:
             if channel.id not in out.channels:  # (from the summary: one whose record was damaged)
                 self._add_channel(channel)
         elif opcode == OP_METADATA and not in_summary:
-            name, entries = cur.str(), cur.map()
+            name, entries = cur.text(), cur.map()
             cur.done()
             out.metadata.append((name, entries))
             out.metadata_index.append(
                 record(OP_METADATA_INDEX, struct.pack("<QQ", pos, end - pos) + _s(name))
             )
         elif opcode == OP_MESSAGE_INDEX and not in_summary:
-            cid, entries = cur.u16(), cur.u32()
-            cur.take(entries)
+            cid, entries_size = cur.u16(), cur.u32()
+            cur.take(entries_size)
             cur.done()
             if attach is not None:
                 attach.index_offsets[cid] = pos

@@ -14,6 +14,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import rclpy
 from asap_msgs.msg import EpisodeEvent as EpisodeEventMsg
@@ -33,6 +34,9 @@ from asap_logger.bag import BagCfg, TopicInfo, qos_profile
 from asap_logger.errors import ConfigError, DefinitionNotFoundError, StorageError
 from asap_logger.msgdefs import load_definition
 from asap_logger.recorder import EpisodeEvent, Recorder, RecorderCfg, auto_action, git_revision
+
+if TYPE_CHECKING:  # annotation only: the robot's older rclpy (Humble) need not define it
+    from rclpy.subscription import MessageInfo
 
 DEFAULT_TOPICS = [
     interfaces.LOWSTATE,
@@ -165,7 +169,7 @@ class RecorderNode(Node):
             push = self._status_pusher(push)
         taken: list = []
 
-        def on_message(data: bytes, info: dict) -> None:
+        def on_message(data: bytes, info: MessageInfo) -> None:
             # One executor wake-up per message costs ~0.3 ms in rclpy; so each wake-up also drains
             # whatever else this subscription holds (take_message, as rclpy's executor calls it).
             push(key, info["received_timestamp"], info["source_timestamp"], data)

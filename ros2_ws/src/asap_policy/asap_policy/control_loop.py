@@ -63,11 +63,11 @@ class LoopCfg:
 class Log(Protocol):
     """The logger the loop reports to (rclpy's node logger fits)."""
 
-    def info(self, message: str, **kwargs: float) -> object: ...
+    def info(self, message: str, *, throttle_duration_sec: float = ...) -> object: ...
 
-    def warning(self, message: str, **kwargs: float) -> object: ...
+    def warning(self, message: str, *, throttle_duration_sec: float = ...) -> object: ...
 
-    def error(self, message: str, **kwargs: float) -> object: ...
+    def error(self, message: str, *, throttle_duration_sec: float = ...) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -373,11 +373,13 @@ class ControlLoop:
         age = None if t_recv is None else (now_ns - t_recv) / 1e9
         staged = [r for r in requests if r.policy is not None]
         for r in staged[-1:]:  # loads run one at a time: at most one is staged
+            assert r.policy is not None
             self.controller.stage(r.policy, r.blend_ticks)
         events = [r for r in requests if r.event is not None]
         previous_mode = self.controller.mode
-        out = self.controller.tick(state, age, [r.event for r in events], start_block, external_fault)
-        if state is not None:
+        out = self.controller.tick(state, age, [r.event for r in events if r.event is not None], start_block,
+                                   external_fault)
+        if state is not None and t_recv is not None:  # (they come together)
             self._send(out.command, now_ns)
             self._answered_tick = state.tick
             self.stats.state_to_cmd_ms.add((self.now_ns() - t_recv) / 1e6)
@@ -415,7 +417,7 @@ class ControlLoop:
             s.inference_ms.add(out.inference_s * 1e3)
         if out.fault:
             self.log.error(f"DAMPING latched: {out.fault}")
-        if out.staleness is Staleness.WARN and out.mode in ACTIVE_MODES:
+        if out.staleness is Staleness.WARN and out.mode in ACTIVE_MODES and age is not None:
             self.log.warning(f"LowState {age * 1e3:.1f} ms old", throttle_duration_sec=1.0)
         mode_changed = self.controller.mode is not previous_mode
         if mode_changed:

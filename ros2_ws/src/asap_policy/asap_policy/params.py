@@ -96,7 +96,12 @@ PARAMS: tuple[Param, ...] = (
 PARAMS_BY_NAME: Mapping[str, Param] = {p.name: p for p in PARAMS}
 
 
-def validate(values: Mapping[str, Any]) -> dict[str, Value]:
+Validated = Mapping[str, Any]
+"""Parameter values after :func:`validate`: every name of :data:`PARAMS`, each of its default's type (Any: the
+type differs by name, checked at run time)."""
+
+
+def validate(values: Mapping[str, Any]) -> Validated:
     """Defaults overlaid with ``values``, checked; raises ValueError listing every problem."""
     problems = [f"unknown parameter {k!r}" for k in values if k not in PARAMS_BY_NAME and k != "use_sim_time"]
     out: dict[str, Value] = {}
@@ -108,7 +113,7 @@ def validate(values: Mapping[str, Any]) -> dict[str, Value]:
         if type(v) is not kind:
             problems.append(f"{p.name}: expected {kind.__name__}, got {v!r}")
             continue
-        if p.bounds and not p.bounds[0] <= v <= p.bounds[1]:
+        if p.bounds and isinstance(v, int | float) and not p.bounds[0] <= v <= p.bounds[1]:
             problems.append(f"{p.name}: {v} outside [{p.bounds[0]}, {p.bounds[1]}]")
         if p.choices and v not in p.choices:
             problems.append(f"{p.name}: {v!r} not one of {list(p.choices)}")
@@ -132,7 +137,7 @@ def allowlist(text: str) -> frozenset[str]:
     return digests
 
 
-def loader_cfg(v: Mapping[str, Value], control_dt: float) -> LoaderCfg:
+def loader_cfg(v: Validated, control_dt: float) -> LoaderCfg:
     """The hot-swap loader configuration of validated parameters."""
     rules = SourceRules(max_bytes=round(v["policy_max_mb"] * 2**20), policy_dir=v["policy_dir"],
                         allowed_sha256=allowlist(v["policy_sha256_allowlist"]))
@@ -140,7 +145,7 @@ def loader_cfg(v: Mapping[str, Value], control_dt: float) -> LoaderCfg:
                      inference_threads=v["inference_threads"])
 
 
-def loop_cfg(v: Mapping[str, Value], sim_time: bool) -> LoopCfg:
+def loop_cfg(v: Validated, sim_time: bool) -> LoopCfg:
     """The control loop configuration of validated parameters (``sim_time``: ``use_sim_time``)."""
     return LoopCfg(writer_rate_hz=v["writer_rate_hz"], stall_timeout_ms=v["stall_timeout_ms"],
                    check_lowstate_crc=v["check_lowstate_crc"], sim_time=sim_time,
@@ -161,7 +166,7 @@ def _sim_only_problems(v: Mapping[str, Value]) -> list[str]:
     return []
 
 
-def control_cfg(v: Mapping[str, Value], control_dt: float) -> ControlCfg:
+def control_cfg(v: Validated, control_dt: float) -> ControlCfg:
     """The controller configuration of validated parameters."""
     return ControlCfg(
         control_dt=control_dt, ramp_s=v["ramp_s"], start_blend_ticks=v["start_blend_ticks"],

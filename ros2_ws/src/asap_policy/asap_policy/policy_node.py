@@ -86,7 +86,7 @@ class PolicyNode(Node):
     """The policy node (see the module docstring): ``configure()``, ``activate()``, then spin it in
     an ``InlineExecutor`` with ``offloaded_callbacks``; ``deactivate()`` to stop."""
 
-    values: dict[str, params.Value]
+    values: params.Validated
     """Validated parameters (from ``configure()``)."""
     loop: ControlLoop
     """The control loop, its controller and its stats (from ``configure()``)."""
@@ -164,7 +164,8 @@ class PolicyNode(Node):
         self.loop.start()
         self._release_thread = None
         if self._switcher is not None:
-            self._release_thread = threading.Thread(target=self._release, name="release", daemon=True)
+            self._release_thread = threading.Thread(target=self._release, args=(self._switcher,),
+                                                    name="release", daemon=True)
             self._release_thread.start()
         name = self.loop.controller.policy.artifact.metadata.name if self.loop.controller.policy else "none"
         self.get_logger().info(f"ready: policy {name}, {1 / self._dt:.0f} Hz, "
@@ -207,9 +208,9 @@ class PolicyNode(Node):
         self.get_logger().info(f"policy {policy.artifact.metadata.name} sha256 {policy.artifact.sha256}")
         return policy
 
-    def _release(self) -> None:
+    def _release(self, switcher: MotionSwitcherClient) -> None:
         v = self.values
-        ok, message = self._switcher.release(v["motion_switcher_attempts"], v["motion_switcher_timeout_s"])
+        ok, message = switcher.release(v["motion_switcher_attempts"], v["motion_switcher_timeout_s"])
         (self.get_logger().info if ok else self.get_logger().error)(f"motion switcher: {message}")
         self.loop.motion_switcher_released(ok, message)
 

@@ -305,6 +305,7 @@ class G1SimNode(Node):
                     self._cmd_arrived.clear()  # only a command sent after this state counts
                 clock = clock_cdr(state.time_s)
                 self._publish(state, lowstate, index)
+                assert self._clock_pub is not None, "lock-step creates /clock"
                 self._clock_pub.publish(clock)
                 if sync:
                     self._wait_for_command(lowstate, clock)
@@ -358,6 +359,7 @@ class G1SimNode(Node):
                 return
             self.counters["sync_resends"] += 1
             self._lowstate_pub.publish(lowstate)
+            assert self._clock_pub is not None, "lock-step creates /clock"
             self._clock_pub.publish(clock)
         self._cmd_arrived.clear()
 

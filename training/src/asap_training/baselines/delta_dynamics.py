@@ -412,7 +412,7 @@ def train_delta_dynamics(
     env = DeltaEnv(
         env_cfg, dataset, DeltaCfg(horizon_s=cfg.k_steps * dataset.control_dt), starts=(ids, frames)
     )
-    sim: ResidualDynamicsSimulator = env.sim  # type: ignore[assignment]
+    sim: ResidualDynamicsSimulator = env.sim
     model = DeltaDynamicsModel.new(
         DeltaDynamicsMeta(
             action_joints=dataset.action_joints,
@@ -441,9 +441,12 @@ def train_delta_dynamics(
             for _k in range(cfg.k_steps):
                 rows = env.recorded_row().cpu().numpy()
                 env.step(np.zeros((num_envs, env.num_actions)))
+                features, raw = sim.last_features, sim.last_raw
+                assert features is not None and raw is not None  # set by every step
                 target = recorded.rows(rows + 1)
-                xs.append(sim.last_features)
-                ys.append(state_residual(target, sim.last_raw))
+                xs.append(features)
+                ys.append(state_residual(target, raw))
+            assert sim.last_state is not None
             k_step_errors.append(state_residual(target, sim.last_state))
         entry = {"round": r, **_k_step_error(np.concatenate(k_step_errors))}
         if r < cfg.rounds:

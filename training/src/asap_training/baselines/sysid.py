@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 import yaml
@@ -221,7 +222,7 @@ def pattern_search(
         y[i] = np.clip(x[i] + delta, lo[i], hi[i])
         return None if y[i] == x[i] else y
 
-    def better(fy: float | None, fx: float) -> bool:
+    def better(fy: float | None, fx: float) -> TypeGuard[float]:
         return fy is not None and fy < fx * (1 - cfg.rel_tol)
 
     x = np.array([p.nominal for p in params])
@@ -232,7 +233,7 @@ def pattern_search(
         for d in (1.0, -1.0):
             y = moved(x, i, d * base_step[i])
             fy = f(y) if y is not None else None
-            if fy is not None and fx - fy > gain[i]:
+            if fy is not None and fx is not None and fx - fy > gain[i]:
                 gain[i], direction[i] = fx - fy, d
     # coordinate descent, most helpful parameter first, then refinement with halved steps
     order, step = np.argsort(-gain, kind="stable"), base_step.copy()
@@ -242,7 +243,7 @@ def pattern_search(
             for d in (direction[i], -direction[i]):
                 y = moved(x, i, d * step[i])
                 fy = f(y) if y is not None else None
-                if not better(fy, fx):
+                if y is None or not better(fy, fx):
                     continue
                 x, fx, direction[i], improved = y, fy, d, True
                 stride = 2 * step[i]

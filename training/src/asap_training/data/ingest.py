@@ -186,7 +186,7 @@ def read_episode(bag: str | Path, cfg: IngestCfg | None = None) -> EpisodeRows:
         bag=bag,
         episode_id=eid,
         segments=tuple(segment(k, r) for k, r in enumerate(runs) if len(r) >= 2),
-        policy_sha256=sha,
+        policy_sha256=str(sha),
         mode_machine=variant,
         period_s=float(np.median(pairs)) * 1e-9,
         action_dim=pol.action.shape[1],

@@ -108,7 +108,7 @@ def train_delta(
         warm = {"one_step_residual_before": before, "one_step_residual_after": after, "samples": len(obs)}
 
     def before_learn(runner: TrackingRunner) -> None:
-        if warm is not None:
+        if warm is not None and warm_start is not None:
             warm["regression_mse"] = fit_actor(runner.alg.get_policy(), obs, targets, warm_start)
             if critic_warmup:
                 runner.alg.actor.requires_grad_(False)
@@ -162,6 +162,8 @@ class _Selector:
         """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256. Warns when
         the best πΔ replays the data worse than no correction (the fit then misses the gap: fine-tuning
         in it would train against a simulator further from the robot than the nominal one)."""
+        if self.best is None:
+            raise RuntimeError("no candidate πΔ was scored (select_every must be within the iterations)")
         error, iteration, data = self.best
         path.write_bytes(data)
         self.scratch.unlink(missing_ok=True)

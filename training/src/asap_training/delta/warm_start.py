@@ -144,7 +144,7 @@ def joint_shares(targets: np.ndarray, joints: tuple[str, ...]) -> dict[str, floa
 
 def select_joints(shares: dict[str, float], coverage: float) -> tuple[str, ...]:
     """The fewest joints, largest share first, whose shares add up to ``coverage``; in action order."""
-    ranked = sorted(shares, key=shares.get, reverse=True)
+    ranked = sorted(shares, key=shares.__getitem__, reverse=True)
     total, keep = 0.0, set()
     for joint in ranked:
         if total >= coverage:

@@ -11,7 +11,7 @@ in fine-tuning alike (no one-step lag).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class DeltaActionSource(Protocol):
         """Δa in normalized action units (zeros where the correction is restricted away)."""
 
 
-def resolve(target: str) -> object:
+def resolve(target: str) -> Any:
     """``"package.module:attr"`` → the attribute (raises ValueError naming the target)."""
     module, _, attr = target.partition(":")
     if not attr:

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from types import ModuleType
 
+import mujoco
 import numpy as np
 import torch
 
@@ -115,7 +116,8 @@ class TrackingEnv:
         """``value`` (array, list, number) as a float tensor of the env's device and dtype."""
         return torch.as_tensor(value, device=self.device, dtype=self.dtype)
 
-    def _uniform(self, low: object, high: object, shape: tuple[int, ...]) -> torch.Tensor:
+    def _uniform(self, low: float | torch.Tensor, high: float | torch.Tensor,
+                 shape: tuple[int, ...]) -> torch.Tensor:
         u = torch.rand(shape, generator=self.rng, device=self.device, dtype=self.dtype)
         return low + (high - low) * u
 
@@ -127,7 +129,7 @@ class TrackingEnv:
         return torch.randint(low, high, (count,), generator=self.rng, device=self.device)
 
     # --- construction --------------------------------------------------------------------------------
-    def _build_models(self) -> list:
+    def _build_models(self) -> list[mujoco.MjModel]:
         dr = self.cfg.domain_rand
         if dr.friction_range is None:
             return [build_model(self.profile, timestep=self.cfg.physics_dt)]

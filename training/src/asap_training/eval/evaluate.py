@@ -177,12 +177,10 @@ def rollout_twin(
 
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
     """Per-frame errors and pelvis height, reference vs robot."""
-    # matplotlib only when a plot is drawn: heavy to import, and choosing its file backend (Agg) at
-    # module import would change the backend of every program that imports this module
-    import matplotlib
+    import matplotlib  # only to plot: matplotlib takes seconds to import, nothing else here needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the file-only backend
 
     t = np.arange(len(r.robot_pos_w)) * r.dt
     g, local = per_frame_errors(r.robot_pos_w, r.ref_pos_w)

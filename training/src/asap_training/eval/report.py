@@ -56,12 +56,10 @@ def plot_results(
     path: Path,
 ) -> None:
     """Open-loop error vs horizon, closed-loop E_g-mpjpe per method, per-frame error of one run each."""
-    # matplotlib only when a plot is drawn: heavy to import, and choosing its file backend (Agg) at
-    # module import would change the backend of every program that imports this module
-    import matplotlib
+    import matplotlib  # only to plot: matplotlib takes seconds to import, nothing else here needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the file-only backend
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for method, rows in open_loop.items():

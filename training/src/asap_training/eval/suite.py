@@ -43,7 +43,7 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "open_loop_change": change,
             "asap_below_vanilla": closed[ASAP]["e_g_mpjpe_mm"] < closed[VANILLA]["e_g_mpjpe_mm"],
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
-            "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.get) == ASAP,
+            "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
         }
     methods = list(dict.fromkeys(m for r in runs.values() for m in r["closed_loop"]))
     overall = {}
@@ -93,12 +93,10 @@ def suite_table(summary: Mapping) -> str:
 
 def plot_suite(summary: Mapping, path: Path) -> None:
     """Closed-loop E_g-mpjpe per gap and method (grouped bars, success rate on top)."""
-    # matplotlib only when a plot is drawn: heavy to import, and choosing its file backend (Agg) at
-    # module import would change the backend of every program that imports this module
-    import matplotlib
+    import matplotlib  # only to plot: matplotlib takes seconds to import, nothing else here needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the file-only backend
 
     runs, methods = summary["runs"], list(summary["overall"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(runs) * max(1, len(methods)) / 3), 4.2))

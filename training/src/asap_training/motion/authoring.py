@@ -12,12 +12,13 @@ The shipped clips (``asap_core/clips/*.npz``, :data:`asap_core.motion.CLIP_DIR`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from asap_core import g1, quat
 from asap_core.g1 import FEET
@@ -50,7 +51,7 @@ def _rpy_quat(rpy: np.ndarray) -> np.ndarray:
     return quat.mul(qz, quat.mul(qy, qx))
 
 
-def _ease(keys: Sequence[Keyframe], t: float, get: callable) -> np.ndarray:
+def _ease(keys: Sequence[Keyframe], t: float, get: Callable[[Keyframe], ArrayLike]) -> np.ndarray:
     """Cosine-eased interpolation of ``get(keyframe)`` at time ``t`` (held outside the key range)."""
     times = [k.t_s for k in keys]
     i = int(np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(keys) - 1))

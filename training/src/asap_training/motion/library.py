@@ -11,6 +11,7 @@ import torch
 from scipy.ndimage import gaussian_filter1d
 
 from asap_core import quat
+from asap_core.arrays import Array
 from asap_core.motion import MotionClip, frame_blend, lerp_frames
 from asap_sim.kinematics import G1Kinematics
 
@@ -19,14 +20,14 @@ from asap_sim.kinematics import G1Kinematics
 class MotionState:
     """The reference at a batch of times. Point 0 is the root (pelvis); world frame; ``(N, ...)``."""
 
-    dof_pos: np.ndarray
-    dof_vel: np.ndarray
-    pos_w: np.ndarray
+    dof_pos: Array
+    dof_vel: Array
+    pos_w: Array
     """(N, 27, 3) tracked point positions."""
-    quat_w: np.ndarray
+    quat_w: Array
     """(N, 27, 4) tracked point orientations (wxyz)."""
-    lin_vel_w: np.ndarray
-    ang_vel_w: np.ndarray
+    lin_vel_w: Array
+    ang_vel_w: Array
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,11 @@ class MotionLibrary:
             setattr(out, name, value.to(dtype) if value.is_floating_point() else value)
         return out
 
-    def phase(self, motion_ids: np.ndarray, times_s: np.ndarray) -> np.ndarray:
+    def phase(self, motion_ids: Array, times_s: Array) -> Array:
         """ASAP's phase ``t / T`` in [0, 1]."""
         return (times_s / self.duration_s[motion_ids]).clip(0.0, 1.0)
 
-    def sample(self, motion_ids: np.ndarray, times_s: np.ndarray) -> MotionState:
+    def sample(self, motion_ids: Array, times_s: Array) -> MotionState:
         """The reference of each motion at each time (clamped to the clip), interpolated between frames
         (numpy arrays, or tensors after :meth:`to`)."""
         f0, f1, w = frame_blend(

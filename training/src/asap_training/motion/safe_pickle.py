@@ -32,7 +32,7 @@ import pickle
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -125,7 +125,7 @@ def _frombuffer(buf: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
 
 
 def _scalar(dtype: Any, data: Any = b"") -> np.generic:
-    return _array(data, _dtype(dtype), (), False)[()]
+    return cast(np.generic, _array(data, _dtype(dtype), (), False)[()])  # [()] of a 0-d array: its scalar
 
 
 def _latin1_bytes(text: Any, encoding: Any = "latin1") -> bytes:
@@ -187,7 +187,11 @@ class _Memo(dict):
 
 
 class _DataUnpickler(pickle._Unpickler):  # the pure-Python unpickler lets us own REDUCE, NEWOBJ, BUILD
-    dispatch = pickle._Unpickler.dispatch.copy()
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
+    # its working state, which the type stubs (public API only) do not declare
+    stack: list[Any]
+    append: Callable[[Any], None]
+    read: Callable[[int], bytes]
 
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file)
@@ -269,7 +273,7 @@ class _DataUnpickler(pickle._Unpickler):  # the pure-Python unpickler lets us ow
     dispatch[pickle.NEWOBJ[0]] = load_newobj
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
     dispatch[pickle.BUILD[0]] = load_build
-    dispatch: ClassVar[dict] = {opcode: _counted(run) for opcode, run in dispatch.items()}
+    dispatch = {opcode: _counted(run) for opcode, run in dispatch.items()}
 
 
 def _check_data(result: Any) -> None:

@@ -77,4 +77,5 @@ class PpoCfg:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PpoCfg:
         """Inverse of :meth:`to_dict`."""
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)

@@ -170,6 +170,6 @@ class MujocoCpuSimulator:
         ids = slice(None) if env_ids is None else np.asarray(env_ids)
         raw = self._raw
         if not copied:
-            for i in range(self.num_envs) if env_ids is None else ids:
+            for i in range(self.num_envs) if isinstance(ids, slice) else ids:
                 self._copy_raw(i, self.datas[i], raw)
         self.layout.write(self._state, ids, {name: a[ids] for name, a in raw.items()})

@@ -4,13 +4,14 @@ message-like objects of them (for :mod:`asap_core.crc`), without ROS."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
 F32 = np.float32
 
 
-def random_lowcmd(rng: np.random.Generator) -> dict:
+def random_lowcmd(rng: np.random.Generator) -> dict[str, Any]:
     """Field dict of a random LowCmd (float32-representable values)."""
     motors = [
         {"mode": int(rng.integers(0, 2)), "q": float(F32(rng.uniform(-3, 3))),
@@ -23,7 +24,7 @@ def random_lowcmd(rng: np.random.Generator) -> dict:
             "motor_cmd": motors, "reserve": [int(v) for v in rng.integers(0, 2**32, 4)], "crc": 0}
 
 
-def random_lowstate(rng: np.random.Generator) -> dict:
+def random_lowstate(rng: np.random.Generator) -> dict[str, Any]:
     """Field dict of a random LowState."""
     motors = [
         {"mode": int(rng.integers(0, 2)), "q": float(F32(rng.uniform(-3, 3))),
@@ -44,12 +45,12 @@ def random_lowstate(rng: np.random.Generator) -> dict:
             "reserve": [int(v) for v in rng.integers(0, 2**32, 4)], "crc": 0}
 
 
-def as_obj(fields: dict) -> SimpleNamespace:
+def as_obj(fields: dict[str, Any]) -> SimpleNamespace:
     """A message-like object (attribute access) from a field dict."""
-    def conv(v):
+    def conv(v: Any) -> Any:
         if isinstance(v, dict):
             return SimpleNamespace(**{k: conv(x) for k, x in v.items()})
         if isinstance(v, list) and v and isinstance(v[0], dict):
             return [conv(x) for x in v]
         return v
-    return conv(fields)
+    return SimpleNamespace(**{k: conv(x) for k, x in fields.items()})

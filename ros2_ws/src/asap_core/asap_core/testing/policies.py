@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -30,7 +31,7 @@ OBS_DIM = 380
 OPSET = 17
 
 
-def _model(nodes: list, inits: list, n: int, obs_dim: int, name: str,
+def _model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], n: int, obs_dim: int, name: str,
            io_names: tuple[str, str] = ("actor_obs", "action")) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes, name,
@@ -43,7 +44,7 @@ def _scalar(name: str, value: float) -> onnx.TensorProto:
     return helper.make_tensor(name, TensorProto.FLOAT, [], [value])
 
 
-def _phase_nodes(obs_dim: int) -> tuple[list, list]:
+def _phase_nodes(obs_dim: int) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """Nodes computing ``phase`` [batch, 1], the last observation entry."""
     nodes = [helper.make_node("Slice", ["actor_obs", "last", "end", "axis1"], ["phase"])]
     inits = [helper.make_tensor("last", TensorProto.INT64, [1], [obs_dim - 1]),
@@ -52,7 +53,8 @@ def _phase_nodes(obs_dim: int) -> tuple[list, list]:
     return nodes, inits
 
 
-def _of_phase(n: int, obs_dim: int, name: str, body: list, inits: list) -> onnx.ModelProto:
+def _of_phase(n: int, obs_dim: int, name: str, body: list[onnx.NodeProto],
+              inits: list[onnx.TensorProto]) -> onnx.ModelProto:
     """``action`` = ``per_joint`` (a [batch, 1] value computed by ``body`` from ``phase``) on all n joints."""
     phase_nodes, phase_inits = _phase_nodes(obs_dim)
     expand = helper.make_node("Expand", ["per_joint", "joints_shape"], ["action"])
@@ -151,7 +153,8 @@ def output_grows_after(n: int, phase: float, obs_dim: int = OBS_DIM) -> onnx.Mod
     return _model(nodes, inits, n, obs_dim, "output_grows")
 
 
-def write(path: Path, model: onnx.ModelProto, motion_s: float = 2.0, name: str = "test", **overrides) -> Path:
+def write(path: Path, model: onnx.ModelProto, motion_s: float = 2.0, name: str = "test",
+          **overrides: Any) -> Path:
     """Write ``model`` as an ASAP 23-DoF artifact (``overrides`` replace metadata fields); the path."""
     meta = asap_g1_metadata(motion=Motion(name=f"{name}_motion", length_s=motion_s), name=name, **overrides)
     write_artifact(path, model, meta)
@@ -168,7 +171,7 @@ def with_metadata_text(src: Path, dst: Path, edit: Callable[[str], str]) -> Path
     return dst
 
 
-def with_metadata(src: Path, dst: Path, edit: Callable[[dict], None]) -> Path:
+def with_metadata(src: Path, dst: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
     """A copy of an artifact with its decoded metadata edited in place by ``edit``."""
     def rewrite(text: str) -> str:
         data = json.loads(text)

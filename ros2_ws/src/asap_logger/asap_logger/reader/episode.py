@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import yaml
@@ -53,6 +53,8 @@ class TopicNames:
 
 class _Rows:
     """Row selection shared by the array bundles (every ndarray field has N rows)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # every bundle is a dataclass (for the type checker)
 
     def take(self: _R, rows: np.ndarray) -> _R:
         """The same bundle restricted to ``rows``."""
@@ -228,7 +230,7 @@ class Episode:
         self.metadata = self._episode_metadata()
         self.start_ns = min((t[0] for _, t, _, _ in self._data.values() if t), default=0)
         self._defs: dict[str, dict] = {}
-        self._decoded: dict[str, object] = {}
+        self._decoded: dict[str, Any] = {}  # one bundle per key, each of its own type (_once)
 
     def _read(self, file: Path, wanted: set[str] | None) -> None:
         entries: dict[int, tuple[str, list, list, list]] = {}
@@ -380,7 +382,8 @@ class Episode:
         keys = ["q", "dq", "tau", "kp", "kd"]
         f = self.decode(topic, [f"motor_cmd.{k}" for k in keys])
         t_ns, t = self._times(topic)
-        return LowCmdArrays(t_ns, t, *(f[f"motor_cmd.{k}"][:, :NUM_MOTORS] for k in keys))
+        q, dq, tau, kp, kd = (f[f"motor_cmd.{k}"][:, :NUM_MOTORS] for k in keys)
+        return LowCmdArrays(t_ns, t, q, dq, tau, kp, kd)
 
     def odometry(self) -> OdometryArrays:
         """Base pose and velocity from ``nav_msgs/Odometry`` (decoded once, then cached)."""
@@ -423,10 +426,10 @@ class Episode:
             t_ns,
             t,
             _stamp(f),
-            *(f[k][:, 0] for k in scalars),
-            *(f[k] for k in vectors),
-            f["inference_ms"][:, 0],
-            f["policy_sha256"][:, 0].astype(str),
+            **{k: f[k][:, 0] for k in scalars},
+            **{k: f[k] for k in vectors},
+            inference_ms=f["inference_ms"][:, 0],
+            policy_sha256=f["policy_sha256"][:, 0].astype(str),
         )
 
     # -- validation and alignment -----------------------------------------------------------------
@@ -478,7 +481,8 @@ class Episode:
             rows["policy"] = np.arange(len(grid))
             rows["lowstate"] = match_ticks(lowstate.tick, policy.lowstate_tick, rows["lowstate"])
         keep = np.logical_and.reduce([r >= 0 for r in rows.values()])
-        taken = {k: (v.take(rows[k][keep]) if v is not None else None) for k, v in streams.items()}
+        taken: dict[str, Any] = {k: (v.take(rows[k][keep]) if v is not None else None)
+                                 for k, v in streams.items()}
         return AlignedEpisode(t=(grid[keep] - self.start_ns) * 1e-9, **taken)
 
 
