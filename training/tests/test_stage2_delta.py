@@ -53,7 +53,9 @@ def test_delta_env_starts_at_recorded_states_and_observes_the_recorded_action(no
     ds = nominal_recording
     tr = ds.trajectories[0]
     frames = np.array([0, 7, 30])
-    env = DeltaEnv(delta_env_cfg(ds, num_envs=3), ds, starts=(np.zeros(3, dtype=int), frames))
+    env = DeltaEnv(
+        delta_env_cfg(ds, num_envs=3), ds, DeltaCfg(action_history=2), starts=(np.zeros(3, dtype=int), frames)
+    )
     np.testing.assert_allclose(env.state.root_pos_w, tr.base_pos_w[frames], atol=1e-12)
     np.testing.assert_allclose(env.state.joint_pos, tr.joint_pos[frames], atol=1e-12)
     obs = env.observations()["actor"]
