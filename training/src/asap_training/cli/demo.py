@@ -42,7 +42,7 @@ from asap_training.baselines.delta_dynamics import DeltaDynCfg, simulator_overri
 from asap_training.baselines.sysid import SysidCfg, identify
 from asap_training.cli.common import add_threads, parse
 from asap_training.data.dataset import RealDataset, merge_datasets
-from asap_training.data.ingest import ingest, summary
+from asap_training.data.ingest import IngestError, ingest, read_episode, summary
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
@@ -197,8 +197,11 @@ def record(
             log = f"graph_{label}_{i + 1}_{attempt}.log"
             try:
                 outcome = _one_episode(cfg, policy, push, log, progress, first_seed + i, action_noise)
+                # a bag the evaluation cannot read (e.g. a clock jump after a lock-step reset, seen once
+                # under load) is a failed attempt now, not a crash at step 7; the bag stays on disk
+                read_episode(outcome.bag)
                 break
-            except GraphError as exc:
+            except (GraphError, IngestError) as exc:
                 if attempt == GRAPH_ATTEMPTS:
                     raise SystemExit(
                         f"asap-demo: {exc} ({attempt} graphs tried; see {cfg.out / log})"
