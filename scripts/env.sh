@@ -18,6 +18,8 @@ for _pkg in "$_asap_root"/ros2_ws/install/*/; do
   _pkg="${_pkg%/}"
   export AMENT_PREFIX_PATH="$_pkg:$AMENT_PREFIX_PATH"
   [ -d "$_pkg/lib" ] && export LD_LIBRARY_PATH="$_pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # the packages' console scripts (asap-up, asap-push, asap-bag, ...): what `ros2 run` would find
+  [ -d "$_pkg/lib/${_pkg##*/}" ] && export PATH="$_pkg/lib/${_pkg##*/}:$PATH"
   _site="$_pkg/lib/python3.11/site-packages"
   if [ -d "$_site" ]; then
     export PYTHONPATH="$_site${PYTHONPATH:+:$PYTHONPATH}"

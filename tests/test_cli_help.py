@@ -27,13 +27,14 @@ REPO = Path(__file__).resolve().parents[1]
 ROS_NODES = {"policy_node", "g1_sim", "recorder", "monitor"}
 """Nodes: configured by ROS parameters (``--ros-args -p``) declared from their own tables, no argparse."""
 
-NOT_YET_DERIVED = {"asap-push": "asap_bringup.push: the lead converts it when merging (issue 20 item 1)"}
+NOT_YET_DERIVED: dict[str, str] = {}
 """Commands whose options are still written by hand, with the reason."""
 
 NOT_CONFIG = {
     "--threads": "process-level: this process's share of the cores (asap_training.parallel)",
     "--device": "process-level: where this process's networks run, not a setting of the run",
     "--config-dir": "a path: where asap-up finds its profiles",
+    "--blend-ticks": "a value of asap-push's LoadPolicy request, not a setting of the client",
 }
 """Options with a default of their own that belong to no config dataclass."""
 

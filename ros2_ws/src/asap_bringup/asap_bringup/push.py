@@ -12,12 +12,12 @@ The path is resolved here when the file exists here; on a robot the node reads i
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from asap_bringup.graph_client import GraphClient, GraphClientCfg, GraphError, LoadResult
+from asap_core.config_options import ConfigParser
 
 ACCEPTED, REFUSED, UNREACHABLE = 0, 1, 2
 
@@ -29,10 +29,10 @@ def describe(result: LoadResult) -> str:
     return f"refused: {result.message}"
 
 
-def push(path: str | Path, blend_ticks: int = 0, timeout_s: float = 10.0) -> int:
+def push(path: str | Path, blend_ticks: int = 0, cfg: GraphClientCfg | None = None) -> int:
     """Load ``path`` into the running node; print the answer; return the exit status."""
     try:
-        with GraphClient(GraphClientCfg(service_timeout_s=timeout_s)) as client:
+        with GraphClient(cfg or GraphClientCfg()) as client:
             result = client.load_policy(path, blend_ticks)
     except GraphError as e:  # not there (GraphNotReadyError), or no answer
         print(f"asap-push: no policy node reachable: {e}", file=sys.stderr)
@@ -41,11 +41,9 @@ def push(path: str | Path, blend_ticks: int = 0, timeout_s: float = 10.0) -> int
     return ACCEPTED if result.accepted else REFUSED
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``asap-push``."""
-    ap = argparse.ArgumentParser(
-        prog="asap-push", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def parser() -> ConfigParser:
+    """The options of ``asap-push``: ``--timeout`` is the client's ``service_timeout_s``."""
+    ap = ConfigParser("asap-push", __doc__)
     ap.add_argument("policy", help="policy artifact (.onnx) written by asap-export")
     ap.add_argument(
         "--blend-ticks",
@@ -53,16 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="control ticks blending the old targets into the new policy's (0: the node's swap_blend_ticks)",
     )
-    ap.add_argument(
-        "--timeout",
-        type=float,
-        default=10.0,
-        help="seconds to wait for the node's LoadPolicy service (default 10)",
-    )
+    ap.field(GraphClientCfg, "service_timeout_s", "--timeout")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``asap-push``."""
+    ap = parser()
     args = ap.parse_args(argv)
     if args.blend_ticks < 0:
         ap.error("--blend-ticks must be >= 0")
-    return push(args.policy, args.blend_ticks, args.timeout)
+    return push(args.policy, args.blend_ticks, ap.config(args, GraphClientCfg))
 
 
 if __name__ == "__main__":
