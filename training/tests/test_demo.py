@@ -15,7 +15,7 @@ import yaml
 from asap_sim.profiles import random_profile_dict
 from asap_training.cli.demo import main
 from asap_training.data.dataset import RealDataset
-from asap_training.delta.model import DeltaModel
+from asap_training.envs.delta_model import DeltaModel
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 

@@ -10,10 +10,10 @@ import torch
 
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
-from asap_training.delta.model import DeltaModel, DeltaModelMeta, FrozenDelta, export_delta_model
 from asap_training.delta.warm_start import joint_shares, select_joints
 from asap_training.envs import actions as action_path
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
+from asap_training.envs.delta_model import DeltaModel, DeltaModelMeta, FrozenDelta, export_delta_model
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
@@ -97,7 +97,7 @@ def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tu
     model_path = _constant_delta_model(tmp_path, ds, value=0.1)
     parent = load_artifact(SHIPPED)
     cfg = eval_env_cfg(parent, EvalCfg(physics_hz=500))
-    cfg.actions.delta_action = "asap_training.delta.model:FrozenDelta"
+    cfg.actions.delta_action = "asap_training.envs.delta_model:FrozenDelta"
     cfg.actions.delta_action_args = {"path": str(model_path)}
     tracking = TrackingEnv(cfg)
     action = np.full((1, len(ds.action_joints)), 0.3)

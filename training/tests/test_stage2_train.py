@@ -11,10 +11,10 @@ import pytest
 
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
-from asap_training.delta.model import DeltaModel
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg, one_step_targets
 from asap_training.envs.delta_env import DeltaCfg
+from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from asap_core.config_options import ConfigParser
 from asap_training.cli.common import add_out, add_run_dir, add_threads, parse
-from asap_training.delta.model import DeltaModel
+from asap_training.envs.delta_model import DeltaModel
 from asap_training.rl import finetune as library
 from asap_training.rl.finetune import FineTuneCfg, fine_tune
 

@@ -4,7 +4,7 @@
     asap-delta --dataset runs/demo/dataset.npz --run-dir runs/demo/delta --iterations 200
     asap-delta --dataset ds.npz --run-dir runs/delta_ankles --joints '.*_ankle_.*'   # 4-DoF ankle model
 
-Writes ``<run-dir>/delta.onnx`` (πΔ + metadata, see :mod:`asap_training.delta.model`), the PPO run
+Writes ``<run-dir>/delta.onnx`` (πΔ + metadata, see :mod:`asap_training.envs.delta_model`), the PPO run
 (checkpoints, tensorboard, progress.jsonl), ``<run-dir>/selection.json`` and ``<run-dir>/open_loop.json``:
 the open-loop replay errors of the dataset with and without πΔ.
 
@@ -28,7 +28,6 @@ from pathlib import Path
 
 from asap_core.artifact import sha256_of
 from asap_training.data.dataset import RealDataset
-from asap_training.delta.model import DeltaModelMeta, export_delta_model
 from asap_training.delta.warm_start import (
     AUTO_JOINTS,
     WarmStartCfg,
@@ -37,6 +36,7 @@ from asap_training.delta.warm_start import (
     one_step_targets,
 )
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
+from asap_training.envs.delta_model import DeltaModelMeta, export_delta_model
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner, train

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from asap_training.data.dataset import RealDataset
-from asap_training.delta.model import DeltaModel
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
+from asap_training.envs.delta_model import DeltaModel
 from asap_training.eval.metrics import ERROR_METRICS, tracking_metrics
 
 HORIZONS_S = (0.25, 0.5, 1.0)

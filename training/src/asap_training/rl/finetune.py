@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from asap_core.artifact import Provenance, load_artifact
-from asap_training.delta.model import DeltaModel
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
+from asap_training.envs.delta_model import DeltaModel
 from asap_training.rl.export import export_runner
 from asap_training.rl.train import latest_checkpoint, read_params, train
 
@@ -78,7 +78,7 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
     if cfg.delta_model is not None:
         env.actions = replace(
             parent.actions,
-            delta_action="asap_training.delta.model:FrozenDelta",
+            delta_action="asap_training.envs.delta_model:FrozenDelta",
             delta_action_args={"path": str(cfg.delta_model)},
         )
     return env

@@ -1,7 +1,7 @@
 """The delta-action model πΔ as a file: ONNX (observation normalizer included) + JSON metadata.
 
 Training (``asap-delta``) exports it; fine-tuning loads it frozen into the stage-1 action path through
-``ActionCfg.delta_action = "asap_training.delta.model:FrozenDelta"``. πΔ is never deployed: the
+``ActionCfg.delta_action = "asap_training.envs.delta_model:FrozenDelta"``. πΔ is never deployed: the
 fine-tuned policy is. The file's sha256 goes into the fine-tuned artifact's provenance.
 """
 
