@@ -6,9 +6,16 @@ import json
 
 import pytest
 
-from asap_training.eval.suite import ASAP, VANILLA, suite_summary, suite_table, write_suite
-
-SYSID = "SysID (fine-tuned)"
+from asap_training.eval.suite import (
+    ASAP,
+    OPEN_LOOP_DELTA,
+    OPEN_LOOP_NONE,
+    SYSID,
+    VANILLA,
+    suite_summary,
+    suite_table,
+    write_suite,
+)
 
 
 def _report(vanilla: tuple[float, float], asap: tuple[float, float], sysid: tuple[float, float],
@@ -21,7 +28,7 @@ def _report(vanilla: tuple[float, float], asap: tuple[float, float], sysid: tupl
 
     return {
         "closed_loop": {VANILLA: row(*vanilla), ASAP: row(*asap), SYSID: row(*sysid)},
-        "open_loop": {"Vanilla (no correction)": ol(open_loop[0]), "ASAP (πΔ)": ol(open_loop[1])},
+        "open_loop": {OPEN_LOOP_NONE: ol(open_loop[0]), OPEN_LOOP_DELTA: ol(open_loop[1])},
     }
 
 

@@ -48,7 +48,16 @@ from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
-from asap_training.eval.suite import write_suite
+from asap_training.eval.suite import (
+    ASAP,
+    DELTADYN,
+    DR,
+    OPEN_LOOP_DELTA,
+    OPEN_LOOP_NONE,
+    SYSID,
+    VANILLA,
+    write_suite,
+)
 from asap_training.motion import build_library
 from asap_training.rl.finetune import FineTuneCfg, fine_tune
 
@@ -305,13 +314,13 @@ def run(cfg: DemoCfg) -> Path:
     step(6, "pushing the fine-tuned policy (then each baseline's) into the running node (LoadPolicy) and "
             "recording again")  # fmt: skip
     after = {}
-    for name, artifact in {"ASAP (fine-tuned with πΔ)": asap_onnx, **baseline_artifacts}.items():
+    for name, artifact in {ASAP: asap_onnx, **baseline_artifacts}.items():
         bags = record(cfg, parent_onnx, artifact.stem, cfg.eval_episodes, eval_seed, push=artifact)
         after[name] = artifact, bags
 
     step(7, "evaluating and writing the report")
     closed, runs = {}, {}
-    closed["Vanilla (shipped policy)"], runs["Vanilla"] = closed_loop_from_bags(before, parent_onnx)
+    closed[VANILLA], runs["Vanilla"] = closed_loop_from_bags(before, parent_onnx)
     for name, (artifact, bags) in after.items():
         closed[name], runs[name] = closed_loop_from_bags(bags, artifact)
     curves = {
@@ -373,8 +382,8 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
     print(f"πΔ kept from iteration {selection['chosen_iteration']} ({selection['metric']} by iteration: "
           f"{scores})", flush=True)  # fmt: skip
     open_loop = {
-        "Vanilla (no correction)": open_loop_errors(dataset),
-        "ASAP (πΔ)": open_loop_errors(dataset, delta_model=delta_path),
+        OPEN_LOOP_NONE: open_loop_errors(dataset),
+        OPEN_LOOP_DELTA: open_loop_errors(dataset, delta_model=delta_path),
     }
     print(open_loop_table(open_loop), flush=True)
 
@@ -410,13 +419,13 @@ def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: d
         print(f"  baseline {name}: its correction, then {cfg.finetune_iterations} fine-tuning iterations")
         if name == "dr":
             fine_tune(cfg.parent, FineTuneCfg(table_vi_dr=True, **common), run_dir, out)
-            artifacts["DR (Table VI, fine-tuned)"] = out
+            artifacts[DR] = out
         elif name == "sysid":
             identified = cfg.out / "sysid" / "identified.yaml"
             identify(dataset, identified, SysidCfg(max_evaluations=cfg.sysid_evaluations))
             open_loop["SysID"] = open_loop_errors(dataset, profile=str(identified))
             fine_tune(cfg.parent, FineTuneCfg(profile=str(identified), **common), run_dir, out)
-            artifacts["SysID (fine-tuned)"] = out
+            artifacts[SYSID] = out
         elif name == "deltadyn":
             model, _ = train_delta_dynamics(dataset, DeltaDynCfg())
             path = cfg.out / "deltadyn" / "model.pt"
@@ -424,7 +433,7 @@ def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: d
             model.save(path)
             open_loop["DeltaDynamics"] = open_loop_errors(dataset, env_overrides=simulator_overrides(path))
             fine_tune(cfg.parent, FineTuneCfg(**simulator_overrides(path), **common), run_dir, out)
-            artifacts["DeltaDynamics (fine-tuned)"] = out
+            artifacts[DELTADYN] = out
         else:
             raise SystemExit(f"asap-demo: unknown baseline {name!r} (known: {', '.join(BASELINES)})")
     return artifacts
