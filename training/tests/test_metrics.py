@@ -32,3 +32,15 @@ def test_velocity_acceleration_and_failure():
     far = np.zeros((6, 27, 3))
     far[3:, :, 1] = 0.6
     assert not tracking_metrics(far, ref).success  # mean distance 0.6 m > 0.5 m
+
+
+def test_breaks_leave_the_motion_across_a_cut_out():
+    ref = np.zeros((8, 27, 3))
+    robot = np.zeros((8, 27, 3))
+    robot[4:, 1:, 0] = 0.01  # 1 cm jump of the non-root points between frames 3 and 4 (a cut there)
+    joined = tracking_metrics(robot, ref)
+    assert joined.e_vel_mm > 0 and joined.e_acc_mm > 0
+    cut = tracking_metrics(robot, ref, breaks=[4])
+    assert cut.e_vel_mm == pytest.approx(0.0, abs=1e-12)
+    assert cut.e_acc_mm == pytest.approx(0.0, abs=1e-12)
+    assert cut.e_g_mpjpe_mm == pytest.approx(joined.e_g_mpjpe_mm)  # positions still count

@@ -2,11 +2,14 @@
 
 The robot's tracked points are the FK of the recorded base (mocap) and joints; the reference is the policy's
 motion at the phase the policy used, moved so that its pelvis starts where the robot's did (heading kept),
-as the twin evaluation does. A run whose policy segment ends before the motion's end fell (or faulted).
+as the twin evaluation does. A run whose policy ticks end before the motion's end fell (or faulted). An
+episode cut into segments by lost messages is one run: its segments are joined, and only the motion
+across the cuts is left out of E_vel and E_acc (a lost message is not a fall).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,17 +42,27 @@ def robot_points(traj: RealTrajectory, kin: G1Kinematics, fps: float) -> np.ndar
 
 
 def closed_loop_run(
-    traj: RealTrajectory, kin: G1Kinematics, motions: MotionLibrary, control_dt: float, motion_id: int = 0
+    segments: Sequence[RealTrajectory],
+    kin: G1Kinematics,
+    motions: MotionLibrary,
+    control_dt: float,
+    motion_id: int = 0,
 ) -> ClosedLoopRun:
-    """Metrics of a run against motion ``motion_id`` of ``motions`` (the policy's own motion)."""
-    robot = robot_points(traj, kin, 1.0 / control_dt)
-    times = traj.phase * motions.duration_s[motion_id]
-    ref = motions.sample(np.full(traj.num_steps, motion_id), times).pos_w
+    """Metrics of one episode (its segments in time order) against motion ``motion_id`` of ``motions``
+    (the policy's own motion)."""
+    if not segments:
+        raise ValueError("a closed-loop run needs at least one segment")
+    robot = np.concatenate([robot_points(s, kin, 1.0 / control_dt) for s in segments])
+    phase = np.concatenate([s.phase for s in segments])
+    if np.any(np.diff(phase) < 0):
+        raise ValueError("the segments of a closed-loop run must be in time order (phase going forward)")
+    breaks = np.cumsum([s.num_steps for s in segments])[:-1]
+    ref = motions.sample(np.full(len(phase), motion_id), phase * motions.duration_s[motion_id]).pos_w
     offset = robot[0, 0] - ref[0, 0]
     offset[2] = 0.0
-    fell = bool(traj.phase[-1] < END_PHASE)
+    fell = bool(phase[-1] < END_PHASE)
     ref = ref + offset
-    return ClosedLoopRun(robot, ref, tracking_metrics(robot, ref, fell))
+    return ClosedLoopRun(robot, ref, tracking_metrics(robot, ref, fell, breaks=breaks))
 
 
 def mean_metrics(runs: list[ClosedLoopRun]) -> dict[str, float]:

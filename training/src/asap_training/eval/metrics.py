@@ -9,6 +9,7 @@ the first frame is excluded as in ASAP.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -46,13 +47,24 @@ def per_frame_errors(robot: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np
     return g, local
 
 
-def tracking_metrics(robot: np.ndarray, ref: np.ndarray, fell: bool = False) -> TrackingMetrics:
-    """E_g-mpjpe, E_mpjpe, E_acc, E_vel and success of a rollout (see the module docstring)."""
+def tracking_metrics(
+    robot: np.ndarray, ref: np.ndarray, fell: bool = False, breaks: Sequence[int] = ()
+) -> TrackingMetrics:
+    """E_g-mpjpe, E_mpjpe, E_acc, E_vel and success of a rollout (see the module docstring).
+
+    ``breaks``: frames that do not follow the frame before them (a recording with lost messages, cut into
+    segments and joined again); velocity and acceleration differences across them are left out."""
     if robot.shape != ref.shape or robot.ndim != 3 or robot.shape[0] < 4:
         raise ValueError(f"need aligned (T >= 4, P, 3) arrays, got {robot.shape} and {ref.shape}")
     g, local = per_frame_errors(robot, ref)
-    vel = np.linalg.norm(np.diff(robot, axis=0) - np.diff(ref, axis=0), axis=-1)
+    follows = np.ones(robot.shape[0], dtype=bool)  # frame t follows frame t-1
+    follows[np.asarray(breaks, dtype=int)] = False
+    follows[0] = True  # the first frame starts the rollout: nothing to leave out before it
+    vel_kept = follows[1:].copy()
+    vel_kept[0] = False  # the first frame's velocity is left out, as in ASAP
+    vel = np.linalg.norm(np.diff(robot, axis=0) - np.diff(ref, axis=0), axis=-1)[vel_kept]
     acc = np.linalg.norm(np.diff(robot, 2, axis=0) - np.diff(ref, 2, axis=0), axis=-1)
+    acc = acc[follows[1:-1] & follows[2:]]
     worst = float(g.max())
     return TrackingMetrics(
         success=bool(not fell and worst <= SUCCESS_MEAN_DISTANCE_M),
@@ -60,7 +72,7 @@ def tracking_metrics(robot: np.ndarray, ref: np.ndarray, fell: bool = False) -> 
         e_g_mpjpe_mm=float(g[1:].mean() * 1e3),
         e_mpjpe_mm=float(local[1:].mean() * 1e3),
         e_acc_mm=float(acc.mean() * 1e3),
-        e_vel_mm=float(vel[1:].mean() * 1e3),
+        e_vel_mm=float(vel.mean() * 1e3),
         max_mean_distance_m=worst,
         num_frames=int(robot.shape[0]),
     )
