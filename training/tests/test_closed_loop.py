@@ -42,7 +42,7 @@ def tracking_perfectly(motions: MotionLibrary, frames: np.ndarray, name: str) ->
 
 def test_an_episode_cut_by_lost_messages_is_one_complete_run(kin_and_motion):
     kin, motions = kin_and_motion
-    last = int(round(float(motions.duration_s[0]) / DT))
+    last = round(float(motions.duration_s[0]) / DT)
     # ticks lost near the end: the longer segment alone would stop mid-motion
     first, second = np.arange(0, last - 60), np.arange(last - 49, last + 1)
     run = closed_loop_run(

@@ -245,7 +245,7 @@ def _one_episode(
 
 
 def closed_loop_from_bags(bags: list[Path], artifact_path: Path) -> tuple[dict, list]:
-    """Table IV row of recorded episodes: each episode's POLICY ticks (all its segments) against the motion."""
+    """Table IV row of recorded episodes: each episode's POLICY ticks (all segments) against the motion."""
     artifact = load_artifact(artifact_path)
     kin = G1Kinematics(build_model())
     motions = build_library([artifact.metadata.motion.name], kin, artifact.metadata.joint_names)
