@@ -175,6 +175,22 @@ def test_joint_selection_rule_keeps_the_fewest_joints_that_cover_the_share() -> 
     assert select_joints(shares, 1.0) == ("a", "b", "d")
 
 
+def test_joint_selection_takes_both_sides_of_a_joint() -> None:
+    """Mirror pairs are ranked by their summed share: an ankle roll pair (6 % + 4 %) goes before a hip
+    pitch that alone outranks the weaker ankle roll; the waist stands alone."""
+    shares = {"left_ankle_pitch_joint": 0.35, "right_ankle_pitch_joint": 0.35, "left_ankle_roll_joint": 0.06,
+              "right_ankle_roll_joint": 0.035, "right_hip_pitch_joint": 0.04, "left_hip_pitch_joint": 0.03,
+              "waist_yaw_joint": 0.135}  # fmt: skip
+    assert select_joints(shares, 0.7) == ("left_ankle_pitch_joint", "right_ankle_pitch_joint")
+    assert select_joints(shares, 0.8) == (
+        "left_ankle_pitch_joint", "right_ankle_pitch_joint", "waist_yaw_joint"
+    )  # fmt: skip
+    assert select_joints(shares, 0.9) == (
+        "left_ankle_pitch_joint", "right_ankle_pitch_joint", "left_ankle_roll_joint",
+        "right_ankle_roll_joint", "waist_yaw_joint",
+    )  # fmt: skip
+
+
 def test_auto_joints_find_a_gap_confined_to_the_ankles(weak_ankle_recording):
     """weak_ankles halves the ankle motors' torque and adds ankle friction, nothing else: the one-step
     corrections over all 23 joints put most of their weight on the four ankle joints, and the

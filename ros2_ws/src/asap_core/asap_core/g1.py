@@ -169,6 +169,15 @@ def names(order: str) -> tuple[str, ...]:
         raise KeyError(f"unknown joint order {order!r}; known: {sorted(ORDERS)}") from None
 
 
+def mirror(name: str) -> str:
+    """The joint (or link) on the other side of the robot (``left_knee_joint`` -> ``right_knee_joint``);
+    a name on the sagittal plane (the waist) is its own mirror."""
+    for side, other in (("left_", "right_"), ("right_", "left_")):
+        if name.startswith(side):
+            return other + name[len(side) :]
+    return name
+
+
 def joint_array(field: str, joint_names: tuple[str, ...] | list[str]) -> np.ndarray:
     """A per-joint attribute of the table (e.g. ``effort_limit``) for the given names, float64."""
     return np.array([getattr(JOINT_BY_NAME[n], field) for n in joint_names], dtype=np.float64)

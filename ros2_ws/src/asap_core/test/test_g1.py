@@ -111,3 +111,13 @@ def test_table_agrees_with_asap_urdf() -> None:
         assert float(limit.get("upper")) == pytest.approx(j.upper, abs=2e-3), name
         seen += 1
     assert seen >= 23
+
+
+def test_mirror_pairs_every_sided_joint_with_one_in_the_table() -> None:
+    assert g1.mirror("left_knee_joint") == "right_knee_joint"
+    assert g1.mirror("right_wrist_yaw_joint") == "left_wrist_yaw_joint"
+    assert g1.mirror("waist_yaw_joint") == "waist_yaw_joint"
+    for name in g1.MOTOR_ORDER:
+        assert g1.mirror(name) in g1.JOINT_BY_NAME
+        assert g1.mirror(g1.mirror(name)) == name
+    assert sum(g1.mirror(n) == n for n in g1.MOTOR_ORDER) == 3  # the waist

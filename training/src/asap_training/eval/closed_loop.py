@@ -56,7 +56,7 @@ def closed_loop_run(
     phase = np.concatenate([s.phase for s in segments])
     if np.any(np.diff(phase) < 0):
         raise ValueError("the segments of a closed-loop run must be in time order (phase going forward)")
-    breaks = np.cumsum([s.num_steps for s in segments])[:-1]
+    breaks = np.cumsum([s.num_steps for s in segments])[:-1].tolist()
     ref = motions.sample(np.full(len(phase), motion_id), phase * motions.duration_s[motion_id]).pos_w
     offset = robot[0, 0] - ref[0, 0]
     offset[2] = 0.0
