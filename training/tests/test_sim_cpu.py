@@ -57,20 +57,24 @@ def test_one_and_two_threads_give_the_same_trajectories(profile: str) -> None:
         np.testing.assert_array_equal(runs[0][key], runs[1][key], err_msg=key)
 
 
-def test_the_training_backend_steps_like_the_twin() -> None:
+@pytest.mark.parametrize(("drive", "physics_dt"), [("engine", 0.002), ("held", 0.005)])
+def test_the_training_backend_steps_like_the_twin(drive: str, physics_dt: float) -> None:
     """Physics parity: one env of the training backend and the twin core (band released), the same
-    start, the same 500 Hz commands with the latency profile's delay, agree over 1 s to 1e-9."""
+    start, the same 50 Hz commands with the latency profile's delay, agree over 1 s to 1e-9; with either
+    joint drive (held: Unitree's simulator's, at its 5 ms physics step)."""
     p = load_profile("latency")
-    twin = Twin(p, TwinConfig(band_held=False))
+    twin = Twin(p, TwinConfig(band_held=False, physics_dt=physics_dt, drive=drive))  # type: ignore[arg-type]
     d = twin.data
-    sim = MujocoCpuSimulator([build_model(p)], 1, MotorParams.from_profile(p),
-                             latency_steps(p.actuation_latency_ms, 0.002), threads=1)
+    sim = MujocoCpuSimulator([build_model(p, timestep=physics_dt)], 1, MotorParams.from_profile(p),
+                             latency_steps(p.actuation_latency_ms, physics_dt), threads=1,
+                             held_drive_share=1.0 if drive == "held" else 0.0)
+    substeps = round(0.02 / physics_dt)
     sim.reset(np.arange(1), d.qpos[None, :3], d.qpos[None, 3:7], d.qvel[None, :3], d.qvel[None, 3:6],
               d.qpos[None, twin.idx.qpos], d.qvel[None, twin.idx.qvel])
     for cmd in _commands(1, 50, seed=1):
         twin.set_command(MotorCommand.position(cmd.q[0], KP, KD))
-        twin.step(10)
-        sim.step(cmd, 10)
+        twin.step(substeps)
+        sim.step(cmd, substeps)
         np.testing.assert_allclose(sim.state.joint_pos[0], twin.data.qpos[twin.idx.qpos], atol=1e-9)
         np.testing.assert_allclose(sim.state.root_pos_w[0], twin.data.qpos[:3], atol=1e-9)
         np.testing.assert_allclose(sim.state.joint_torque[0], twin.read_state().tau_est, atol=1e-6)

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import rclpy
@@ -38,6 +38,8 @@ from asap_sim.twin import Twin, TwinConfig, TwinState
 from asap_sim.wire import LowCmdDecoder, LowStateEncoder, clock_cdr
 
 CLOCK_MODES = ("realtime", "lockstep")
+DRIVES = ("engine", "held")
+"""``TwinConfig.drive``: the G1's drivers (PD at every physics step) or Unitree's simulator's held torque."""
 WATCHERS_EVERY = 50
 """States between two checks for /odometry and /joint_states subscribers (built only when watched)."""
 MAX_LAG_S = 0.1
@@ -63,6 +65,9 @@ PARAMETERS = (
     _Param("band_held", True, "start with the gantry band holding the pelvis (/sim/release_band frees it)"),
     _Param("initial_pose", "asap", "start pose, a name of asap_core.g1.DEFAULT_POSES"),
     _Param("state_rate_hz", 500.0, "LowState rate in simulated time (Hz)", (10.0, 1000.0)),
+    _Param("drive", "engine", "joint drive: engine (the PD on the current state every physics step, as a "
+           "G1's motor drivers) or held (as Unitree's simulator: the PD of the previous step's sensors, held "
+           "over the step; with physics_dt 0.005 and state_rate_hz 200 it is unitree_mujoco's default)"),
     _Param("physics_dt", 0.002, "physics step (s); the state period must be a whole number of steps",
            (0.0005, 0.005)),
     _Param("wait_for_cmd", False, "lockstep: after every sync state, wait for one LowCmd before stepping on"),
@@ -91,6 +96,7 @@ class SimConfig:
     band_held: bool
     initial_pose: str
     state_rate_hz: float
+    drive: Literal["engine", "held"]
     physics_dt: float
     wait_for_cmd: bool
     sync_every: int
@@ -112,6 +118,8 @@ class SimConfig:
             raise ValueError(f"clock_mode {self.clock_mode!r}: use one of {CLOCK_MODES}")
         if self.initial_pose not in g1.DEFAULT_POSES:
             raise ValueError(f"initial_pose {self.initial_pose!r}: use one of {sorted(g1.DEFAULT_POSES)}")
+        if self.drive not in DRIVES:
+            raise ValueError(f"drive {self.drive!r}: use one of {DRIVES}")
         ratio = 1.0 / (self.state_rate_hz * self.physics_dt)
         if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
             raise ValueError(f"state_rate_hz {self.state_rate_hz} and physics_dt {self.physics_dt}: "
@@ -143,7 +151,7 @@ class G1SimNode(Node):
         self.cfg.validate()
         profile = load_profile(self.cfg.profile)
         self.twin = Twin(profile, TwinConfig(physics_dt=self.cfg.physics_dt, band_held=self.cfg.band_held,
-                                             initial_pose=self.cfg.initial_pose,
+                                             initial_pose=self.cfg.initial_pose, drive=self.cfg.drive,
                                              seed=None if self.cfg.seed < 0 else self.cfg.seed))
         self._lockstep = self.cfg.clock_mode == "lockstep"
         self._decoder = LowCmdDecoder()
@@ -167,7 +175,8 @@ class G1SimNode(Node):
         self._thread.start()
         self.get_logger().info(
             f"G1 twin up: profile {profile.name!r}, {self.cfg.clock_mode}, {self.cfg.state_rate_hz:g} Hz "
-            f"states, physics dt {self.cfg.physics_dt:g} s, mode_machine {self.cfg.mode_machine}, "
+            f"states, physics dt {self.cfg.physics_dt:g} s ({self.cfg.drive} drive), "
+            f"mode_machine {self.cfg.mode_machine}, "
             f"band {'held' if self.cfg.band_held else 'released'}")
 
     # -- interfaces (executor thread) -----------------------------------------------------------

@@ -96,6 +96,16 @@ def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorPar
     return torque_scale * np.clip(bias - kp * q - kd * dq, -effort_limit, effort_limit)
 
 
+def hold_pd(ctrl: np.ndarray, q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> None:
+    """The held drive of Unitree's simulator (``unitree_mujoco``: the PD torque computed from the joint
+    sensors when a command arrives, then held over the physics step): writes into ``out`` the drive
+    actuators' ctrl for a constant torque, the PD of ``ctrl`` (:func:`drive_ctrl`) at the sensed ``q``,
+    ``dq``, with no feedback of its own: ``[bias - kp*q - kd*dq | 0 | 0]``. numpy, ``(..., 3*29)``."""
+    n = q.shape[-1]
+    out[..., :n] = ctrl[..., :n] - ctrl[..., n : 2 * n] * q - ctrl[..., 2 * n :] * dq
+    out[..., n:] = 0.0
+
+
 def latency_steps(latency_ms: float, physics_dt: float) -> int:
     """Whole physics steps nearest to a latency (e.g. 30 ms at dt 0.002 s = 15 steps)."""
     return round(latency_ms / 1000.0 / physics_dt)

@@ -2,6 +2,10 @@
 
 Each physics step the drives act on the latest command (through the profile's actuation latency):
 the drive law runs in MuJoCo's actuators (``asap_sim.model``), fed :func:`asap_sim.motor.drive_ctrl`.
+``TwinConfig.drive = "held"`` instead drives the joints as Unitree's simulator does (``unitree_mujoco``'s
+``simulate_python`` bridge): the PD torque computed from the joint sensors MuJoCo holds after the previous
+physics step (the state at that step's start) and held over the step, so the PD acts one physics step
+late (5 ms at its default timestep; a real G1's drivers run their PD at kHz on fresh encoder data).
 While the band is held, a spring-damper pulls the pelvis to its start pose (position and
 orientation). :meth:`Twin.read_state` returns what LowState carries, with the profile's sensor noise,
 plus ground truth for odometry.
@@ -15,13 +19,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import mujoco
 import numpy as np
 
 from asap_core import g1
 from asap_sim.model import TWIN_TIMESTEP, G1Indices, as_slice, build_model, standing_base_height
-from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl, latency_steps
+from asap_sim.motor import ControlDelay, MotorCommand, MotorParams, drive_ctrl, hold_pd, latency_steps
 from asap_sim.profiles import DynamicsProfile, nominal_profile
 
 
@@ -45,6 +50,9 @@ class TwinConfig:
 
     physics_dt: float = TWIN_TIMESTEP
     """s; 0.002 = 500 Hz."""
+    drive: Literal["engine", "held"] = "engine"
+    """engine: the PD on the current state at every physics step (a G1's motor drivers); held: the PD
+    torque from the previous step's joint sensors, held over the step (Unitree's simulator)."""
     initial_pose: str = "asap"
     """A pose name of ``asap_core.g1.DEFAULT_POSES``."""
     lift: float = 0.0
@@ -170,6 +178,8 @@ class Twin:
         self._command_ctrl = drive_ctrl(self._command, self._params)
         self._delay = ControlDelay(self._latency, 1, np.zeros_like(self._command_ctrl))
         self._ctrl_in_use: np.ndarray | None = None  # what self._ctrl holds: written once per change
+        # held drive: the joint state its PD reads (MuJoCo's sensors after a step: that step's start)
+        self._sensed_q, self._sensed_dq = self._joint_q.copy(), self._joint_dq.copy()
 
     @property
     def time_s(self) -> float:
@@ -202,13 +212,23 @@ class Twin:
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps."""
         model, data = self.model, self.data
+        held = self.config.drive == "held"
         for _ in range(n):
             ctrl = self._delay.push(self._command_ctrl)[0][0] if self._latency else self._command_ctrl
-            if ctrl is not self._ctrl_in_use:
+            if held:
+                self._hold_torque(ctrl)
+            elif ctrl is not self._ctrl_in_use:
                 self._ctrl[:], self._ctrl_in_use = ctrl, ctrl
             if self._band_held:
                 self._apply_band()
             mujoco.mj_step(model, data)
+
+    def _hold_torque(self, ctrl: np.ndarray) -> None:
+        """The held drive's ctrl for the coming step (:func:`asap_sim.motor.hold_pd` on the sensed joint
+        state), then the sensors move on to this step's start."""
+        hold_pd(ctrl, self._sensed_q, self._sensed_dq, self._ctrl)
+        self._ctrl_in_use = None
+        self._sensed_q[:], self._sensed_dq[:] = self._joint_q, self._joint_dq
 
     def _apply_band(self) -> None:
         """The band's spring-dampers on the pelvis, as a world-frame [force, torque] on its body."""

@@ -165,6 +165,30 @@ def test_a_new_command_drives_the_motors_from_the_next_step() -> None:
         np.testing.assert_allclose(twin.read_state().tau_est, expected, rtol=1e-12, atol=1e-9)
 
 
+def test_held_drive_acts_on_the_previous_steps_sensors() -> None:
+    """Unitree's simulator: each step's torque is the PD of the joint state at the start of the step
+    before (what MuJoCo's sensors hold after that step), held; the engine drive uses the current one."""
+    torques = {}
+    for drive in ("engine", "held"):
+        twin = Twin(config=TwinConfig(lift=0.15, physics_dt=0.005, drive=drive))
+        q0 = g1.default_pose(g1.MOTOR_ORDER, "asap")
+        kp, kd = g1.gains(g1.MOTOR_ORDER, "asap")
+        command = MotorCommand.position(q0 + 0.1, kp, kd)
+        twin.set_command(command)
+        starts, applied = [], []
+        for _ in range(4):
+            starts.append((twin.data.qpos[twin.idx.qpos].copy(), twin.data.qvel[twin.idx.qvel].copy()))
+            twin.step(1)
+            applied.append(twin.read_state().tau_est)
+        law = MotorParams.from_profile(twin.profile)
+        sensed = [starts[0], *starts[:-1]] if drive == "held" else starts  # held: one step late
+        for (q, dq), tau in zip(sensed, applied, strict=True):
+            expected = pd_torque(command, q, dq, law, torque_scale=twin.profile.torque_scale)
+            np.testing.assert_allclose(tau, expected, rtol=1e-12, atol=1e-9)
+        torques[drive] = np.array(applied)
+    assert np.abs(torques["held"][2:] - torques["engine"][2:]).max() > 1.0  # N m: the delay shows
+
+
 def _step_response(profile_name: str) -> np.ndarray:
     """On the gantry (feet in the air): hold the ASAP pose, step every joint +0.2 rad, record true q."""
     twin = Twin(load_profile(profile_name), TwinConfig(lift=0.15))

@@ -18,7 +18,7 @@ Writes the metrics of :mod:`asap_training.eval.metrics` as JSON and a plot::
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +30,7 @@ from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artif
 from asap_core.control import LoadedPolicy, RobotState
 from asap_core.inference import OnnxPolicy
 from asap_core.observation import motion_phase
+from asap_core.safety import SafetyCfg, SafetyFilter
 from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Twin, TwinConfig
@@ -51,6 +52,11 @@ class EvalCfg:
     """env: the training env; twin: the twin's ROS-free core ticked like the node."""
     physics_hz: float = 200.0
     """Physics rate of the env backend; training uses 200, the twin runs 500."""
+    twin_drive: Literal["engine", "held"] = "engine"
+    """Joint drive of the twin backend (``asap_sim.twin.TwinConfig.drive``): engine, the G1's drivers (PD
+    at every physics step); held, Unitree's simulator (the PD of the previous step's sensors, held)."""
+    twin_physics_hz: float = 500.0
+    """Physics rate of the twin backend (500 as the twin node; Unitree's simulator: 200)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class Rollout:
     dt: float
     trajectory: RealTrajectory | None = None
     """What the policy observed and applied each tick (twin rollouts): a stage-2 dataset trajectory."""
+    fault: str = ""
+    """Why the node's safety layer would have latched DAMPING (twin rollouts; "" = it would not)."""
 
 
 def eval_env_cfg(artifact: PolicyArtifact, cfg: EvalCfg | None = None) -> TrackingEnvCfg:
@@ -124,16 +132,22 @@ def rollout_twin(
     profile: str,
     seed: int | None = None,
     action_noise: float = 0.0,
+    twin_config: TwinConfig | None = None,
 ) -> Rollout:
     """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd.
 
     Also returns the run as a stage-2 trajectory (sensed joints, ground-truth base as mocap would give,
     applied actions), the ROS-free counterpart of an ingested episode bag. ``action_noise`` is the node's
     excitation (``action_noise_std``: white noise on the clipped action, seeded with ``seed``).
+    ``twin_config``: the twin's physics step and drive (default :class:`TwinConfig`'s); it runs released,
+    seeded ``seed``.
+    A LowState the node's safety layer would trip on (too fast, tilted) ends the run as the node's DAMPING
+    latch does: :attr:`Rollout.fault` says why.
     """
     meta = artifact.metadata
     excitation = np.random.default_rng(seed)
-    twin = Twin(load_profile(profile), TwinConfig(band_held=False, seed=seed))
+    twin = Twin(load_profile(profile), replace(twin_config or TwinConfig(), band_held=False, seed=seed))
+    safety = SafetyFilter.for_joints(g1.MOTOR_ORDER, SafetyCfg())
     policy = LoadedPolicy(artifact)
     kp_fill, kd_fill = g1.gains(g1.MOTOR_ORDER, "asap")
     kp = policy.joint_map.apply(policy.kp, fill=kp_fill)
@@ -147,13 +161,14 @@ def rollout_twin(
     offset[2] = 0.0
     last_action = np.zeros(policy.num_joints)
     robot, ref, rows = [], [], []
-    fell = False
+    fell, fault = False, ""
     for tick in range(int(meta.motion.length_s / meta.control_dt) + 1):
         s = twin.read_state()
         qpos, qvel = twin.data.qpos.copy(), twin.data.qvel.copy()
         robot.append(env.kin.points(qpos)[0][0])
         ref.append(reference(tick * meta.control_dt) + offset)
-        if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
+        fault = safety.state_fault(s.q, s.dq, s.imu_quat_wxyz)
+        if fault or np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
             fell = True
             break
         phase = motion_phase(tick, meta.control_dt, meta.motion.length_s)
@@ -172,7 +187,7 @@ def rollout_twin(
         twin.step(substeps)
     columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None
     trajectory = RealTrajectory(f"twin:{profile}", *columns) if columns else None
-    return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory)
+    return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory, fault)
 
 
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
@@ -207,8 +222,10 @@ def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> 
     env = TrackingEnv(eval_env_cfg(artifact, cfg))
     _check_contract(env, artifact)
     if cfg.backend == "twin":
-        r = rollout_twin(artifact, env, profile)
-        where = "twin core (asap_sim.twin, 500 Hz) ticked by asap_core.control.LoadedPolicy"
+        twin = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive)
+        r = rollout_twin(artifact, env, profile, twin_config=twin)
+        where = (f"twin core (asap_sim.twin, {cfg.twin_physics_hz:g} Hz physics, {cfg.twin_drive} drive) "
+                 f"ticked by asap_core.control.LoadedPolicy")
     else:
         r = rollout(env, OnnxPolicy(artifact))
         where = f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)"
@@ -222,6 +239,7 @@ def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> 
         "env": where,
         "duration_s": float(len(r.robot_pos_w) * r.dt),
         "motion_length_s": float(env.motions.duration_s[0]),
+        **({"fault": r.fault} if r.fault else {}),
         **m.to_dict(),
     }
     if out_dir is not None:

@@ -47,6 +47,8 @@ class FineTuneCfg:
     simulator: str | None = None
     """Any simulator backend (``module:Class``), e.g. a learned residual-dynamics one."""
     simulator_args: dict = field(default_factory=dict)
+    physics_dt: float | None = None
+    """Physics step (s; the control period stays the parent's); None: the parent's."""
     init_noise: float = 1.0
     """Initial-state noise level (ASAP's ``noise_to_initial_level`` when fine-tuning)."""
     random_start: bool | None = None
@@ -60,8 +62,17 @@ class FineTuneCfg:
 
 def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg:
     """The parent's MDP with ASAP's fine-tuning changes and the chosen correction."""
+    physics_dt, decimation = parent.physics_dt, parent.decimation
+    if cfg.physics_dt is not None:
+        decimation = round(parent.dt / cfg.physics_dt)
+        if decimation < 1 or abs(decimation * cfg.physics_dt - parent.dt) > 1e-9:
+            raise ValueError(f"physics_dt {cfg.physics_dt} s does not divide the parent's control period "
+                             f"{parent.dt} s")
+        physics_dt = cfg.physics_dt
     env = replace(
         parent,
+        physics_dt=physics_dt,
+        decimation=decimation,
         seed=cfg.seed,
         num_envs=cfg.num_envs or parent.num_envs,
         random_start=parent.random_start if cfg.random_start is None else cfg.random_start,

@@ -4,6 +4,11 @@ The drive law runs in the model's actuators (``asap_sim.model``), so one policy 
 ``mj_step(model, data, nstep)`` call per command piece (two when an actuation latency splits the step):
 C from start to end with the GIL released. ``threads`` workers step disjoint shards of envs at once; an
 env's trajectory does not depend on which worker steps it, so 1 and N threads give the same numbers.
+
+``held_drive_share`` of the envs (the first ones) drive their joints as Unitree's simulator does instead
+(:func:`asap_sim.motor.hold_pd`: the PD of the previous physics step's joint state, held over the step;
+``asap_sim.twin.TwinConfig.drive = "held"``), one ``mj_step`` per physics step: training on a mix keeps a
+policy for both drives.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import torch
 
 from asap_core import quat
 from asap_sim.model import G1Indices
-from asap_sim.motor import MotorCommand, MotorParams
+from asap_sim.motor import MotorCommand, MotorParams, hold_pd
 from asap_training.parallel import default_threads
 from asap_training.sim.base import RAW_FIELDS, DriveInput, SimState, StateLayout, to_numpy
 
@@ -51,8 +56,11 @@ class MujocoCpuSimulator:
         latency_steps: int = 0,
         threads: int = 0,
         device: str = "cpu",
+        held_drive_share: float = 0.0,
     ) -> None:
         """Create the ``MjData`` and the worker pool; resolve indices once."""
+        if not 0.0 <= held_drive_share <= 1.0:
+            raise ValueError(f"held_drive_share is {held_drive_share}, expected a share in [0, 1]")
         if torch.device(device).type != "cpu":
             raise ValueError(f"the MuJoCo CPU backend runs on the CPU, not {device}; on a GPU use "
                              f"--sim mujoco_warp")
@@ -80,6 +88,10 @@ class MujocoCpuSimulator:
         self._raw = {name: np.zeros((num_envs, *np.shape(getattr(d0, name)))) for name in RAW_FIELDS}
         for d in self.datas:
             mujoco.mj_forward(m, d)
+        self.held = np.arange(num_envs) < round(held_drive_share * num_envs)
+        # the joint state each held drive last sensed (the start of the previous physics step)
+        self._sensed_q = np.stack([d.qpos[self._qpos_sl] for d in self.datas])
+        self._sensed_dq = np.stack([d.qvel[self._qvel_sl] for d in self.datas])
         self._read_state()
 
     def set_model_variant(self, env_ids: np.ndarray, variant: np.ndarray) -> None:
@@ -106,8 +118,8 @@ class MujocoCpuSimulator:
             mujoco.mj_resetData(self.models[self.variant[i]], d)
             d.qpos[:3], d.qpos[3:7] = root_pos_w[k], root_quat_w[k]
             d.qvel[:3], d.qvel[3:6] = root_lin_vel_w[k], ang_b[k]
-            d.qpos[self._qpos_sl] = joint_pos[k]
-            d.qvel[self._qvel_sl] = joint_vel[k]
+            d.qpos[self._qpos_sl] = self._sensed_q[i] = joint_pos[k]
+            d.qvel[self._qvel_sl] = self._sensed_dq[i] = joint_vel[k]
             mujoco.mj_forward(self.models[self.variant[i]], d)
         self._read_state(env_ids)
 
@@ -122,6 +134,7 @@ class MujocoCpuSimulator:
         for i, d in enumerate(self.datas):
             d.qpos[:3], d.qpos[3:7], d.qvel[:3], d.qvel[3:6] = pos_w[i], quat_w[i], lin_vel_w[i], ang_vel_b[i]
             d.qpos[self._qpos_sl], d.qvel[self._qvel_sl] = q[i], dq[i]
+            self._sensed_q[i], self._sensed_dq[i] = q[i], dq[i]
             mujoco.mj_forward(self.models[self.variant[i]], d)
         self._read_state()
 
@@ -148,14 +161,27 @@ class MujocoCpuSimulator:
         for i in envs:
             model, d = self.models[self.variant[i]], self.datas[i]
             for ctrl, nstep in pieces:
-                d.ctrl[self._ctrl_sl] = ctrl[i]
-                mujoco.mj_step(model, d, nstep)
+                if self.held[i]:
+                    self._step_held(i, model, d, ctrl[i], nstep)
+                else:
+                    d.ctrl[self._ctrl_sl] = ctrl[i]
+                    mujoco.mj_step(model, d, nstep)
             # mj_step leaves body poses and velocities at the start of its last step: bring the ones the
             # MDP reads up to the new qpos/qvel (a 2-5 ms lag otherwise)
             mujoco.mj_kinematics(model, d)
             mujoco.mj_comPos(model, d)
             mujoco.mj_comVel(model, d)
             self._copy_raw(i, d, raw)
+
+    def _step_held(
+        self, i: int, model: mujoco.MjModel, d: mujoco.MjData, ctrl: np.ndarray, nstep: int
+    ) -> None:
+        """``nstep`` physics steps of env ``i`` with the held drive, its torque renewed every step."""
+        sensed_q, sensed_dq = self._sensed_q[i], self._sensed_dq[i]
+        for _ in range(nstep):
+            hold_pd(ctrl, sensed_q, sensed_dq, d.ctrl[self._ctrl_sl])
+            sensed_q[:], sensed_dq[:] = d.qpos[self._qpos_sl], d.qvel[self._qvel_sl]
+            mujoco.mj_step(model, d)
 
     @staticmethod
     def _copy_raw(i: int, d: mujoco.MjData, raw: dict[str, np.ndarray]) -> None:
