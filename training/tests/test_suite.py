@@ -9,6 +9,7 @@ import pytest
 from asap_training.eval.suite import (
     ASAP,
     OPEN_LOOP_DELTA,
+    OPEN_LOOP_FLOOR,
     OPEN_LOOP_NONE,
     SYSID,
     VANILLA,
@@ -19,27 +20,29 @@ from asap_training.eval.suite import (
 
 
 def _report(vanilla: tuple[float, float], asap: tuple[float, float], sysid: tuple[float, float],
-            open_loop: tuple[float, float]) -> dict:
+            open_loop: tuple[float, float], floor: float | None = None) -> dict:
     def row(success: float, err: float) -> dict:
         return {"success_rate": success, "e_g_mpjpe_mm": err, "runs": 3}
 
     def ol(err: float) -> dict:
         return {"0.5": {"e_g_mpjpe_mm": 2 * err}, "1": {"e_g_mpjpe_mm": err}}
 
-    return {
-        "closed_loop": {VANILLA: row(*vanilla), ASAP: row(*asap), SYSID: row(*sysid)},
-        "open_loop": {OPEN_LOOP_NONE: ol(open_loop[0]), OPEN_LOOP_DELTA: ol(open_loop[1])},
-    }
+    rows = {OPEN_LOOP_NONE: ol(open_loop[0]), OPEN_LOOP_DELTA: ol(open_loop[1])}
+    if floor is not None:
+        rows[OPEN_LOOP_FLOOR] = ol(floor)
+    return {"closed_loop": {VANILLA: row(*vanilla), ASAP: row(*asap), SYSID: row(*sysid)}, "open_loop": rows}
 
 
 def test_summary_numbers_and_verdicts(tmp_path) -> None:
     reports = {
-        "a": _report((0.0, 150.0), (1.0, 50.0), (1.0, 60.0), (100.0, 40.0)),
+        "a": _report((0.0, 150.0), (1.0, 50.0), (1.0, 60.0), (100.0, 40.0), floor=20.0),
         "b": _report((1.0, 80.0), (2 / 3, 90.0), (1.0, 70.0), (50.0, 45.0)),
     }
     s = suite_summary(reports)
     a, b = s["runs"]["a"], s["runs"]["b"]
     assert a["open_loop_change"] == pytest.approx(-0.6)  # the longest horizon ("1"), not "0.5"
+    assert a["open_loop_closed_share"] == pytest.approx(60 / 80)  # of the 80 mm above the 20 mm floor
+    assert b["open_loop_floor_mm"] is None and b["open_loop_closed_share"] is None
     assert a["asap_below_vanilla"] and a["asap_success_at_least_vanilla"] and a["asap_lowest_fine_tuned"]
     assert not b["asap_below_vanilla"] and not b["asap_success_at_least_vanilla"]
     assert not b["asap_lowest_fine_tuned"]
@@ -47,7 +50,8 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert (asap["e_g_mpjpe_mm_mean"], asap["e_g_mpjpe_mm_std"]) == pytest.approx((70.0, 20.0))
     assert asap["success_rate_mean"] == pytest.approx(5 / 6) and asap["episodes_per_gap"] == [3]
     table = suite_table(s)
-    assert "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100.0 → 40.0 (-60%) |" in table
+    assert "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100.0 → 40.0 (-60%) | 20.0, 75% |" in table
+    assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 | 50.0 → 45.0 (-10%) |  |" in table
     assert "lowest of the fine-tuned methods on 1/2" in table and "below Vanilla on 1/2" in table
     md = write_suite(tmp_path, reports)
     assert json.loads((tmp_path / "suite.json").read_text())["runs"]["b"]["open_loop_with_mm"] == 45.0

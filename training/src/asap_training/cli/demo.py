@@ -53,6 +53,7 @@ from asap_training.eval.suite import (
     DELTADYN,
     DR,
     OPEN_LOOP_DELTA,
+    OPEN_LOOP_FLOOR,
     OPEN_LOOP_NONE,
     SYSID,
     VANILLA,
@@ -293,7 +294,8 @@ def run(cfg: DemoCfg) -> Path:
     print(summary(dataset), flush=True)
 
     fit = fit_and_fine_tune(cfg, dataset, cfg.parent, "")
-    open_loop = dict(fit.open_loop)
+    # the twin's gap is known here: replayed in it, the data shows how much a correction could remove
+    open_loop = {**fit.open_loop, OPEN_LOOP_FLOOR: open_loop_errors(dataset, profile=cfg.gap)}
     baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop)
     datasets = [dataset]
     for r in range(2, cfg.rounds + 1):

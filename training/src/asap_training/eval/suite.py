@@ -23,15 +23,28 @@ carry these names, so the suite reads what the demo wrote."""
 OPEN_LOOP_NONE = "Vanilla (no correction)"
 OPEN_LOOP_DELTA = "ASAP (πΔ)"
 """Open-loop rows of a demo report: replays without and with πΔ."""
+OPEN_LOOP_FLOOR = "Floor (the gap's own simulator)"
+"""Open-loop row of a twin demo: the data replayed in a simulator with the twin's gap itself, what a
+perfect correction would reach. The rest is the replay's own error (sensor noise in the recorded start
+states, grown by the contacts), which no correction removes."""
 
 
-def _open_loop_reduction(report: Mapping) -> tuple[float, float, float]:
-    """(without πΔ, with πΔ, relative change) of E_g-mpjpe at the longest replay horizon."""
+def _open_loop_reduction(report: Mapping) -> tuple[float, float, float, float | None]:
+    """(without πΔ, with πΔ, relative change, floor or None) of E_g-mpjpe at the longest replay horizon."""
     rows = report["open_loop"]
     horizon = max(rows[OPEN_LOOP_NONE], key=float)
     without = rows[OPEN_LOOP_NONE][horizon]["e_g_mpjpe_mm"]
     with_delta = rows[OPEN_LOOP_DELTA][horizon]["e_g_mpjpe_mm"]
-    return without, with_delta, with_delta / without - 1.0
+    floor = rows[OPEN_LOOP_FLOOR][horizon]["e_g_mpjpe_mm"] if OPEN_LOOP_FLOOR in rows else None
+    return without, with_delta, with_delta / without - 1.0, floor
+
+
+def closable_share(without: float, with_delta: float, floor: float | None) -> float | None:
+    """The share of the correctable open-loop error (without − floor) that πΔ removed; None without a
+    floor or where nothing is correctable."""
+    if floor is None or without - floor <= 0.0:
+        return None
+    return (without - with_delta) / (without - floor)
 
 
 def suite_summary(reports: Mapping[str, Mapping]) -> dict:
@@ -40,7 +53,7 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
     runs = {}
     for label, report in reports.items():
         closed = report["closed_loop"]
-        without, with_delta, change = _open_loop_reduction(report)
+        without, with_delta, change, floor = _open_loop_reduction(report)
         tuned = {m: closed[m]["e_g_mpjpe_mm"] for m in FINE_TUNED if m in closed}
         runs[label] = {
             "closed_loop": {m: {k: row[k] for k in ("success_rate", "e_g_mpjpe_mm", "runs")}
@@ -48,6 +61,8 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "open_loop_without_mm": without,
             "open_loop_with_mm": with_delta,
             "open_loop_change": change,
+            "open_loop_floor_mm": floor,
+            "open_loop_closed_share": closable_share(without, with_delta, floor),
             "asap_below_vanilla": closed[ASAP]["e_g_mpjpe_mm"] < closed[VANILLA]["e_g_mpjpe_mm"],
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
             "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
@@ -69,8 +84,8 @@ def suite_table(summary: Mapping) -> str:
     πΔ), then mean ± std over the runs."""
     runs, overall = summary["runs"], summary["overall"]
     methods = list(overall)
-    head = "| Gap | " + " | ".join(methods) + " | open loop, no πΔ → πΔ (mm) |"
-    lines = [head, "|" + "---|" * (len(methods) + 2)]
+    head = "| Gap | " + " | ".join(methods) + " | open loop, no πΔ → πΔ (mm) | floor (mm), share closed |"
+    lines = [head, "|" + "---|" * (len(methods) + 3)]
     for label, r in runs.items():
         cells = []
         for m in methods:
@@ -78,7 +93,10 @@ def suite_table(summary: Mapping) -> str:
             cells.append(f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f}" if c else "")
         without, with_delta = r["open_loop_without_mm"], r["open_loop_with_mm"]
         change = f"{without:.1f} → {with_delta:.1f} ({r['open_loop_change']:+.0%})"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {change} |")
+        floor, share = r["open_loop_floor_mm"], r["open_loop_closed_share"]
+        parts = ([] if floor is None else [f"{floor:.1f}"]) + ([] if share is None else [f"{share:.0%}"])
+        closed = ", ".join(parts)
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {change} | {closed} |")
     means = [
         f"{o['success_rate_mean']:.0%} ± {o['success_rate_std']:.0%} / "
         f"{o['e_g_mpjpe_mm_mean']:.1f} ± {o['e_g_mpjpe_mm_std']:.1f}"
@@ -86,7 +104,9 @@ def suite_table(summary: Mapping) -> str:
     ]
     changes = [r["open_loop_change"] for r in runs.values()]
     spread = f"{np.mean(changes):+.0%} ± {np.std(changes):.0%}"
-    lines.append("| mean ± std | " + " | ".join(means) + f" | {spread} |")
+    shares = [r["open_loop_closed_share"] for r in runs.values() if r["open_loop_closed_share"] is not None]
+    closed_spread = f"{np.mean(shares):.0%} ± {np.std(shares):.0%}" if shares else ""
+    lines.append("| mean ± std | " + " | ".join(means) + f" | {spread} | {closed_spread} |")
     episodes = {m: o["episodes_per_gap"] for m, o in overall.items()}
     wins = sum(r["asap_lowest_fine_tuned"] for r in runs.values())
     below = sum(r["asap_below_vanilla"] for r in runs.values())
