@@ -42,12 +42,19 @@ from asap_training.rl.config import PpoCfg
 from asap_training.rl.train import TrackingRunner, train
 
 
-def delta_ppo_cfg(iterations: int) -> PpoCfg:
+def delta_ppo_cfg(iterations: int, warm_start: bool = False) -> PpoCfg:
     """ASAP trains πΔ with its stage-1 PPO settings; the initial std is small because Δa is a correction
-    of a working policy's action (|Δa| ≈ 0.01–0.05 in the paper's Fig. 13), not a policy."""
+    of a working policy's action (|Δa| ≈ 0.01–0.05 in the paper's Fig. 13), not a policy.
+
+    From a warm start, a fixed learning rate of 1e-4: rsl_rl's adaptive schedule at 1e-3 raises the rate
+    while the KL is small, and Adam moves every weight by about the rate per step, so the first actor
+    iteration replaced the fitted πΔ (tired_ankles, twin core: 1 s open-loop error 62.5 -> 103 mm at
+    iteration 10, with desired_kl 0.01 or 0.001, then flat); at 1e-4 fixed it stays near it (62.5 -> 63-65
+    mm over 20 iterations; 3e-4: 70.6 mm by 40). At these budgets PPO has not improved on the warm start."""
     return PpoCfg(
-        max_iterations=iterations, hidden_dims=(256, 128), init_std=0.1, entropy_coef=0.0, save_interval=50
-    )
+        max_iterations=iterations, hidden_dims=(256, 128), init_std=0.1, entropy_coef=0.0, save_interval=50,
+        **({"learning_rate": 1e-4, "schedule": "fixed"} if warm_start else {}),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +103,7 @@ def train_delta(
         print(f"πΔ joints chosen from the data ({delta.auto_coverage:.0%} of the one-step corrections): "
               f"{', '.join(j.replace(chr(92), '') for j in delta.joints)}; shares "
               f"{', '.join(f'{j} {v:.0%}' for j, v in ranked[:8])}...", flush=True)  # fmt: skip
-    ppo = replace(ppo or delta_ppo_cfg(iterations), max_iterations=iterations)
+    ppo = replace(ppo or delta_ppo_cfg(iterations, warm_start is not None), max_iterations=iterations)
     env_cfg = delta_env_cfg(dataset, num_envs=cfg.num_envs, profile=profile, seed=cfg.seed)
     env = DeltaEnv(env_cfg, dataset, delta)
     meta = replace(_meta(dataset, delta, env, profile), joint_shares=shares)
