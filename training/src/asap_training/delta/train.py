@@ -51,10 +51,10 @@ def delta_ppo_cfg(iterations: int, warm_start: bool = False) -> PpoCfg:
     iteration replaced the fitted πΔ (tired_ankles, twin core: 1 s open-loop error 62.5 -> 103 mm at
     iteration 10, with desired_kl 0.01 or 0.001, then flat); at 1e-4 fixed it stays near it (62.5 -> 63-65
     mm over 20 iterations; 3e-4: 70.6 mm by 40). At these budgets PPO has not improved on the warm start."""
-    return PpoCfg(
-        max_iterations=iterations, hidden_dims=(256, 128), init_std=0.1, entropy_coef=0.0, save_interval=50,
-        **({"learning_rate": 1e-4, "schedule": "fixed"} if warm_start else {}),
-    )  # fmt: skip
+    cfg = PpoCfg(
+        max_iterations=iterations, hidden_dims=(256, 128), init_std=0.1, entropy_coef=0.0, save_interval=50
+    )
+    return replace(cfg, learning_rate=1e-4, schedule="fixed") if warm_start else cfg
 
 
 @dataclass(frozen=True, kw_only=True)
