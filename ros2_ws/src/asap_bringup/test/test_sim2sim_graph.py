@@ -115,11 +115,19 @@ def _assert_monitoring_flows(node) -> None:
     node.create_subscription(DiagnosticArray, "/diagnostics",
                              lambda m: diagnostics.update({s.name: s for s in m.status}), 50)
     wanted = {"asap_monitor: tracking", "asap_policy: motors"}
+    def status_text() -> str:
+        shown = markers[-1].markers if markers else []
+        return next((m.text for m in shown if (m.ns, m.id) == ("status", 0)), "")
+
     def arrived() -> bool:  # motor values come with the first /lowstate (before: STALE, no values)
         motors = diagnostics.get("asap_policy: motors")
-        return len(markers) >= 2 and wanted <= set(diagnostics) and bool(motors and motors.values)
+        # under load the first markers can go out before the first /odometry reaches the monitor
+        return (len(markers) >= 2 and wanted <= set(diagnostics) and bool(motors and motors.values)
+                and "base: odometry" in status_text())
 
-    assert spin_until(node, arrived, 30.0), f"markers {len(markers)}, diagnostics {sorted(diagnostics)}"
+    assert spin_until(node, arrived, 30.0), (
+        f"markers {len(markers)}, diagnostics {sorted(diagnostics)}, status {status_text()!r}"
+    )
     shown = {(m.ns, m.id): m for m in markers[-1].markers}
     text = shown["status", 0].text
     assert "policy: none loaded" in text  # no policy pushed in this graph
