@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import rclpy
@@ -34,12 +34,10 @@ from asap_core import g1, interfaces, remote
 from asap_core.variants import SIM_MODE_MACHINE
 from asap_sim.motor import MotorCommand
 from asap_sim.profiles import load_profile
-from asap_sim.twin import Twin, TwinConfig, TwinState
+from asap_sim.twin import DRIVES, Drive, Twin, TwinConfig, TwinState
 from asap_sim.wire import LowCmdDecoder, LowStateEncoder, clock_cdr
 
 CLOCK_MODES = ("realtime", "lockstep")
-DRIVES = ("engine", "held")
-"""``TwinConfig.drive``: the G1's drivers (PD at every physics step) or Unitree's simulator's held torque."""
 WATCHERS_EVERY = 50
 """States between two checks for /odometry and /joint_states subscribers (built only when watched)."""
 MAX_LAG_S = 0.1
@@ -96,7 +94,7 @@ class SimConfig:
     band_held: bool
     initial_pose: str
     state_rate_hz: float
-    drive: Literal["engine", "held"]
+    drive: Drive
     physics_dt: float
     wait_for_cmd: bool
     sync_every: int

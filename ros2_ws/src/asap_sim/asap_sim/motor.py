@@ -96,14 +96,24 @@ def pd_torque(cmd: MotorCommand, q: np.ndarray, dq: np.ndarray, params: MotorPar
     return torque_scale * np.clip(bias - kp * q - kd * dq, -effort_limit, effort_limit)
 
 
-def hold_pd(ctrl: np.ndarray, q: np.ndarray, dq: np.ndarray, out: np.ndarray) -> None:
-    """The held drive of Unitree's simulator (``unitree_mujoco``: the PD torque computed from the joint
-    sensors when a command arrives, then held over the physics step): writes into ``out`` the drive
-    actuators' ctrl for a constant torque, the PD of ``ctrl`` (:func:`drive_ctrl`) at the sensed ``q``,
-    ``dq``, with no feedback of its own: ``[bias - kp*q - kd*dq | 0 | 0]``. numpy, ``(..., 3*29)``."""
+def hold_pd(
+    ctrl: np.ndarray,
+    sensed_q: np.ndarray,
+    sensed_dq: np.ndarray,
+    q: np.ndarray,
+    dq: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """One physics step of the held drive of Unitree's simulator (``unitree_mujoco``: the PD torque computed
+    from the joint sensors when a command arrives, then held over the step). The sensors hold the state at
+    the previous step's start (what MuJoCo's sensordata holds after ``mj_step``): writes into ``out`` the
+    drive actuators' ctrl for a constant torque, the PD of ``ctrl`` (:func:`drive_ctrl`) at ``sensed_q``,
+    ``sensed_dq``, with no feedback of its own (``[bias - kp*q_s - kd*dq_s | 0 | 0]``); then the sensors
+    move on to ``q``, ``dq``, this step's start. numpy, ``(..., 3*29)`` and ``(..., 29)``, in place."""
     n = q.shape[-1]
-    out[..., :n] = ctrl[..., :n] - ctrl[..., n : 2 * n] * q - ctrl[..., 2 * n :] * dq
+    out[..., :n] = ctrl[..., :n] - ctrl[..., n : 2 * n] * sensed_q - ctrl[..., 2 * n :] * sensed_dq
     out[..., n:] = 0.0
+    sensed_q[...], sensed_dq[...] = q, dq
 
 
 def latency_steps(latency_ms: float, physics_dt: float) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import mujoco
 import numpy as np
@@ -44,15 +44,20 @@ class BandConfig:
     """N m s/rad."""
 
 
+Drive = Literal["engine", "held"]
+"""Joint drives: engine, the PD on the current state at every physics step (a G1's motor drivers); held,
+the PD torque from the previous step's joint sensors, held over the step (Unitree's simulator)."""
+DRIVES: tuple[str, ...] = get_args(Drive)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TwinConfig:
     """How the twin starts and steps."""
 
     physics_dt: float = TWIN_TIMESTEP
     """s; 0.002 = 500 Hz."""
-    drive: Literal["engine", "held"] = "engine"
-    """engine: the PD on the current state at every physics step (a G1's motor drivers); held: the PD
-    torque from the previous step's joint sensors, held over the step (Unitree's simulator)."""
+    drive: Drive = "engine"
+    """See :data:`Drive`."""
     initial_pose: str = "asap"
     """A pose name of ``asap_core.g1.DEFAULT_POSES``."""
     lift: float = 0.0
@@ -216,19 +221,12 @@ class Twin:
         for _ in range(n):
             ctrl = self._delay.push(self._command_ctrl)[0][0] if self._latency else self._command_ctrl
             if held:
-                self._hold_torque(ctrl)
+                hold_pd(ctrl, self._sensed_q, self._sensed_dq, self._joint_q, self._joint_dq, self._ctrl)
             elif ctrl is not self._ctrl_in_use:
                 self._ctrl[:], self._ctrl_in_use = ctrl, ctrl
             if self._band_held:
                 self._apply_band()
             mujoco.mj_step(model, data)
-
-    def _hold_torque(self, ctrl: np.ndarray) -> None:
-        """The held drive's ctrl for the coming step (:func:`asap_sim.motor.hold_pd` on the sensed joint
-        state), then the sensors move on to this step's start."""
-        hold_pd(ctrl, self._sensed_q, self._sensed_dq, self._ctrl)
-        self._ctrl_in_use = None
-        self._sensed_q[:], self._sensed_dq[:] = self._joint_q, self._joint_dq
 
     def _apply_band(self) -> None:
         """The band's spring-dampers on the pelvis, as a world-frame [force, torque] on its body."""

@@ -33,7 +33,7 @@ from asap_core.observation import motion_phase
 from asap_core.safety import SafetyCfg, SafetyFilter
 from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
-from asap_sim.twin import Twin, TwinConfig
+from asap_sim.twin import Drive, Twin, TwinConfig
 from asap_training.data.dataset import RealTrajectory
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
@@ -52,7 +52,7 @@ class EvalCfg:
     """env: the training env; twin: the twin's ROS-free core ticked like the node."""
     physics_hz: float = 200.0
     """Physics rate of the env backend; training uses 200, the twin runs 500."""
-    twin_drive: Literal["engine", "held"] = "engine"
+    twin_drive: Drive = "engine"
     """Joint drive of the twin backend (``asap_sim.twin.TwinConfig.drive``): engine, the G1's drivers (PD
     at every physics step); held, Unitree's simulator (the PD of the previous step's sensors, held)."""
     twin_physics_hz: float = 500.0
@@ -222,8 +222,8 @@ def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> 
     env = TrackingEnv(eval_env_cfg(artifact, cfg))
     _check_contract(env, artifact)
     if cfg.backend == "twin":
-        twin = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive)
-        r = rollout_twin(artifact, env, profile, twin_config=twin)
+        twin_config = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive)
+        r = rollout_twin(artifact, env, profile, twin_config=twin_config)
         where = (f"twin core (asap_sim.twin, {cfg.twin_physics_hz:g} Hz physics, {cfg.twin_drive} drive) "
                  f"ticked by asap_core.control.LoadedPolicy")
     else:

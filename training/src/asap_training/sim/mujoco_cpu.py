@@ -178,9 +178,9 @@ class MujocoCpuSimulator:
     ) -> None:
         """``nstep`` physics steps of env ``i`` with the held drive, its torque renewed every step."""
         sensed_q, sensed_dq = self._sensed_q[i], self._sensed_dq[i]
+        q, dq, out = d.qpos[self._qpos_sl], d.qvel[self._qvel_sl], d.ctrl[self._ctrl_sl]  # views
         for _ in range(nstep):
-            hold_pd(ctrl, sensed_q, sensed_dq, d.ctrl[self._ctrl_sl])
-            sensed_q[:], sensed_dq[:] = d.qpos[self._qpos_sl], d.qvel[self._qvel_sl]
+            hold_pd(ctrl, sensed_q, sensed_dq, q, dq, out)
             mujoco.mj_step(model, d)
 
     @staticmethod
