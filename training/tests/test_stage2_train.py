@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from asap_core.artifact import load_artifact
+from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg, one_step_targets
@@ -86,6 +87,21 @@ def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_
     exported = open_loop_errors(ds, delta_model=path, horizons_s=(1.0,))["1"]["e_g_mpjpe_mm"]
     assert exported == pytest.approx(selection["chosen_error_mm"], rel=1e-9)
     assert DeltaModel(path).sha256 == sha and not (run / "candidate.onnx").exists()
+
+
+def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ankle_recording, tmp_path):
+    selection = {"chosen_error_mm": 40.0, "no_correction_error_mm": 50.0, "metric": "1 s"}
+    assert keep_reason(selection, 0.0) == "" and keep_reason(selection, 0.19) == ""
+    assert "40.0 mm" in keep_reason(selection, 0.2) and "50.0 mm" in keep_reason(selection, 0.2)
+    assert keep_reason(selection | {"chosen_error_mm": 50.0}, 0.0)  # no gain is not enough
+    assert keep_reason(selection | {"chosen_error_mm": 60.0}, float("-inf")) == ""
+    # a whole round: πΔ is fitted and scored, then the policy is kept (no πΔ removes all the error)
+    cfg = DemoCfg(
+        out=tmp_path, delta_iterations=0, num_envs=4, delta_joints=ANKLES.joints, finetune_min_gain=1.0
+    )
+    fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "")
+    assert "is kept" in fit.kept and fit.artifact == PARENT / "policy.onnx" and fit.run_dir == PARENT
+    assert (tmp_path / "delta" / "delta.onnx").is_file() and not (tmp_path / "finetune_asap").exists()
 
 
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):

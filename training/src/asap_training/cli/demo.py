@@ -131,6 +131,12 @@ class DemoCfg:
     init_noise: float = 0.0
     """Initial-state noise level of fine-tuning (ASAP: 1.0 at 4096 envs; at CPU budgets the noisier
     starts cost more than they teach)."""
+    finetune_min_gain: float = 0.0
+    """Fine-tune only when πΔ replays the data with at least this share less error than no correction
+    (πΔ's selection metric); otherwise the round keeps its policy. At 0, any gain: fine-tuning in a
+    simulator further from the robot than the nominal one trains against the wrong robot (measured on a
+    held-out random gap: πΔ 24.1 -> 33.0 mm at 1 s, and the policy fine-tuned in it fell, 0 %, where the
+    shipped one completed, 100 %). ``-inf``: always fine-tune."""
     episode_timeout_s: float = 120.0
     seed: int = 0
     """Seeds the twin's noise, the excitation and training: a run is reproducible."""
@@ -299,6 +305,9 @@ def run(cfg: DemoCfg) -> Path:
     baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop)
     datasets = [dataset]
     for r in range(2, cfg.rounds + 1):
+        if fit.kept:
+            print(f"round {r}/{cfg.rounds} skipped: round {r - 1} kept its policy", flush=True)
+            break
         step(4, f"round {r}/{cfg.rounds}: recording {cfg.episodes} data episodes of round {r - 1}'s "
                 f"fine-tuned policy, action noise {cfg.excitation}")  # fmt: skip
         bags = record(cfg, parent_onnx, f"data_r{r}", cfg.episodes, 1000 * cfg.seed + 100 * r + 1,
@@ -314,8 +323,9 @@ def run(cfg: DemoCfg) -> Path:
 
     step(6, "pushing the fine-tuned policy (then each baseline's) into the running node (LoadPolicy) and "
             "recording again")  # fmt: skip
-    after = {}
-    for name, artifact in {ASAP: asap_onnx, **baseline_artifacts}.items():
+    # a kept shipped policy is the Vanilla row's: its episodes are scored again rather than re-recorded
+    after = {ASAP: (parent_onnx, before)} if asap_onnx == parent_onnx else {}
+    for name, artifact in (({} if after else {ASAP: asap_onnx}) | baseline_artifacts).items():
         bags = record(cfg, parent_onnx, artifact.stem, cfg.eval_episodes, eval_seed, push=artifact)
         after[name] = artifact, bags
 
@@ -343,7 +353,7 @@ def run(cfg: DemoCfg) -> Path:
                 [
                     f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
                     f"- πΔ: `{delta_path}`",
-                    f"- fine-tuned policy: `{asap_onnx}`",
+                    f"- fine-tuned policy: `{asap_onnx}`" + (f" (kept: {fit.kept})" if fit.kept else ""),
                     f"- data bags (action noise {cfg.excitation}): {[str(b) for b in data]}",
                     f"- bags before: {[str(b) for b in before]}",
                     *(f"- bags {name}: {[str(b) for b in bags]}" for name, (_, bags) in after.items()),
@@ -352,7 +362,8 @@ def run(cfg: DemoCfg) -> Path:
                 ]
             ),
         },
-        {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "minutes": minutes},
+        {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "minutes": minutes,
+         "asap_kept_policy": fit.kept},
     )
     print("\n" + table + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
     return report
@@ -366,6 +377,9 @@ class RoundFit:
     artifact: Path
     run_dir: Path
     """The fine-tuning run (a training run: the next round fine-tunes from it)."""
+    kept: str
+    """Why the round kept its policy instead of fine-tuning it ('' when it fine-tuned); then ``artifact``
+    and ``run_dir`` are the round's parent."""
     open_loop: dict
     """Open-loop rows of the round's dataset without and with πΔ."""
     common: dict
@@ -387,16 +401,32 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
         OPEN_LOOP_DELTA: open_loop_errors(dataset, delta_model=delta_path),
     }
     print(open_loop_table(open_loop), flush=True)
-
-    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
     common: dict[str, Any] = {
         "iterations": cfg.finetune_iterations, "num_envs": cfg.num_envs, "seed": cfg.seed,
         "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise,
     }  # fmt: skip
+    kept = keep_reason(selection, cfg.finetune_min_gain)
+    if kept:
+        step(5, f"no fine-tuning: {kept}")
+        return RoundFit(delta_path, parent / "policy.onnx", parent, kept, open_loop, common)
+
+    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
     run_dir, artifact = cfg.out / f"finetune_asap{tag}", cfg.out / f"policy_asap{tag}.onnx"
     fine_tune(parent, FineTuneCfg(delta_model=delta_path, **common), run_dir, artifact)
     shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
-    return RoundFit(delta_path, artifact, run_dir, open_loop, common)
+    return RoundFit(delta_path, artifact, run_dir, "", open_loop, common)
+
+
+def keep_reason(selection: dict, min_gain: float) -> str:
+    """Why a round keeps its policy given πΔ's ``selection.json`` ('' to fine-tune): πΔ must replay the
+    data with at least ``min_gain`` of the uncorrected error removed."""
+    with_delta, without = selection["chosen_error_mm"], selection["no_correction_error_mm"]
+    if with_delta < (1.0 - min_gain) * without:
+        return ""
+    return (f"πΔ replays the data at {with_delta:.1f} mm, no correction at {without:.1f} mm "
+            f"({selection['metric']}), short of the {min_gain:.0%} gain fine-tuning asks for "
+            "(--finetune-min-gain): the policy is kept, not fine-tuned in a simulator no closer to "
+            "the robot")  # fmt: skip
 
 
 def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
@@ -456,6 +486,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "rounds")
     p.field(DemoCfg, "delta_iterations")
     p.field(DemoCfg, "finetune_iterations")
+    p.field(DemoCfg, "finetune_min_gain")
     p.field(DemoCfg, "baselines", nargs="*", choices=BASELINES)
     p.add_argument(
         "--suite", nargs="+", metavar="GAP",

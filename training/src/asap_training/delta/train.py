@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from asap_core.artifact import sha256_of
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.warm_start import (
@@ -34,6 +36,7 @@ from asap_training.delta.warm_start import (
     choose_joints,
     fit_actor,
     one_step_targets,
+    visited_targets,
 )
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
 from asap_training.envs.delta_model import DeltaModelMeta, export_delta_model
@@ -116,7 +119,16 @@ def train_delta(
 
     def before_learn(runner: TrackingRunner) -> None:
         if warm is not None and warm_start is not None:
-            warm["regression_mse"] = fit_actor(runner.alg.get_policy(), obs, targets, warm_start)
+            actor = runner.alg.get_policy()
+            warm["regression_mse"] = fit_actor(actor, obs, targets, warm_start)
+            data = [(obs, targets)]
+            for r in range(warm_start.visited_rounds):
+                seen, more, before_r, after_r = visited_targets(dataset, delta, warm_start, actor, profile)
+                data.append((seen, more))
+                warm[f"visited_{r + 1}_residual_before"] = before_r
+                warm[f"visited_{r + 1}_residual_after"] = after_r
+                all_obs, all_targets = (np.concatenate(column) for column in zip(*data, strict=True))
+                warm["regression_mse"] = fit_actor(actor, all_obs, all_targets, warm_start)
             if critic_warmup:
                 runner.alg.actor.requires_grad_(False)
         if selector is not None:
