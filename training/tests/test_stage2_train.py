@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from tensordict import TensorDict
 
 from asap_core.artifact import load_artifact
 from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
-from asap_training.delta.warm_start import WarmStartCfg, one_step_targets
-from asap_training.envs.delta_env import DeltaCfg
+from asap_training.delta.warm_start import WarmStartCfg, one_step_targets, visited_targets
+from asap_training.envs.delta_env import DeltaCfg, delta_obs_dim
 from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
@@ -42,6 +44,34 @@ def test_one_step_targets_explain_the_recorded_transitions(weak_ankle_recording)
     assert obs.shape[0] == targets.shape[0] == 48 and targets.shape[1] == 4
     assert after < 0.5 * before  # the simulator with Δa* reproduces the next states far better
     assert np.mean(targets) < 0.0  # weaker real ankles: the nominal simulator's ankle targets are pulled in
+
+
+class _NoCorrection(torch.nn.Module):
+    """A πΔ that outputs Δa = 0 on ``width`` joints (the replay then runs the plain simulator)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.width = width
+
+    def forward(self, obs: TensorDict) -> torch.Tensor:
+        return torch.zeros(obs["actor"].shape[0], self.width)
+
+
+def test_visited_targets_start_at_the_states_the_replay_reached(weak_ankle_recording):
+    ds, cfg = weak_ankle_recording, WarmStartCfg(max_samples=64)
+    horizon = DeltaCfg(joints=ANKLES.joints, horizon_s=0.2)
+    # the recording replayed in its own simulator is the recording: every visited state is a recorded one,
+    # and each search env, started at its visited state, reproduces the recorded next frame
+    artifact = load_artifact(PARENT / "policy.onnx")
+    run = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), "nominal").trajectory
+    nominal = RealDataset((run,), 0.02, ds.action_joints, ds.sha256, 0)
+    obs, targets, before, _ = visited_targets(nominal, horizon, cfg, _NoCorrection(4))
+    assert obs.shape == (64, delta_obs_dim(len(ds.action_joints), 0)) and targets.shape == (64, 4)
+    assert before < 1e-3
+    # on the weak-ankle recording the nominal replay drifts, and the search brings the next states back
+    _, _, drifted, after = visited_targets(ds, horizon, cfg, _NoCorrection(4))
+    recorded = one_step_targets(ds, ANKLES, cfg)[2]
+    assert drifted > recorded and after < drifted  # measured 0.28 -> 0.23 (recorded states: 0.12)
 
 
 def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(

@@ -44,6 +44,8 @@ class WarmStartCfg:
     epochs: int = 300
     learning_rate: float = 1e-3
     visited_rounds: int = 0
+    visited_horizon_s: float | None = None
+    """Replay length of the visited-state rounds (None: πΔ's horizon)."""
     """Rounds of targets at the states the fitted πΔ visits in replays (:func:`visited_targets`), each
     added to the data and the actor refitted."""
 
@@ -71,8 +73,8 @@ def _search(env: DeltaEnv, cfg: WarmStartCfg, max_delta: float) -> tuple[np.ndar
     """For every env (one start each): the Δa of one step that brings the simulated next state closest to
     the recorded next frame; returns (Δa* (N, k), mean residual with Δa = 0, with Δa*)."""
     everyone = torch.arange(env.num_envs, device=env.device)
-    rec, nxt = env._rec, env.recorded_row() + 1
     w = cfg.velocity_weight
+    rec, nxt = env._rec, env.recorded_row() + 1
     target = _features(rec["joint_pos"][nxt], rec["joint_vel"][nxt], rec["base_pos_w"][nxt],
                        rec["base_lin_vel_w"][nxt], w)  # fmt: skip
 
@@ -150,7 +152,7 @@ def visited_targets(
     only on the recording's states meets others after a few ticks (exact one-step targets, no
     regression, replayed on a random gap: 1 s error 70.1 -> 64.2 mm, with the gap's own simulator 15.6).
     Returns what :func:`one_step_targets` does, the observations as πΔ saw them in the replay."""
-    steps = max(1, round(delta.horizon_s / dataset.control_dt))
+    steps = max(1, round((cfg.visited_horizon_s or delta.horizon_s) / dataset.control_dt))
     ids, frames = replay_windows(dataset, steps + 2, max(1, steps // 4), cfg.max_samples)
     env = DeltaEnv(
         delta_env_cfg(dataset, num_envs=len(ids), profile=profile),
