@@ -12,6 +12,7 @@ import torch
 from tensordict import TensorDict
 
 from asap_core.artifact import load_artifact
+from asap_training.cli import delta as delta_cli
 from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
@@ -132,6 +133,16 @@ def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ank
     fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "")
     assert "is kept" in fit.kept and fit.artifact == PARENT / "policy.onnx" and fit.run_dir == PARENT
     assert (tmp_path / "delta" / "delta.onnx").is_file() and not (tmp_path / "finetune_asap").exists()
+
+
+def test_asap_delta_passes_the_warm_start_options_on():
+    p = delta_cli.parser()
+    argv = ["--dataset", "d", "--run-dir", "r", "--visited-rounds", "3", "--joints", ".*_knee_.*"]
+    cfg, delta = delta_cli.configs(p, p.parse_args(argv))
+    assert cfg.warm_start is not None and cfg.warm_start.visited_rounds == 3
+    assert delta.joints == (".*_knee_.*",)
+    cfg, _ = delta_cli.configs(p, p.parse_args(["--dataset", "d", "--run-dir", "r", "--no-warm-start"]))
+    assert cfg.warm_start is None
 
 
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):

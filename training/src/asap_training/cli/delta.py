@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from argparse import Namespace
 from collections.abc import Sequence
+from dataclasses import replace
 
 from asap_core.config_options import ConfigParser
 from asap_training.cli.common import add_dataset, add_run_dir, add_threads, load_dataset, parse
 from asap_training.delta import train as library
 from asap_training.delta.train import DeltaTrainCfg, train_delta
+from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.openloop import open_loop_errors
 
@@ -23,9 +26,18 @@ def parser() -> ConfigParser:
     p.field(DeltaCfg, "joints")
     p.fields(DeltaTrainCfg, "profile", "select_every")
     p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
+    p.field(WarmStartCfg, "visited_rounds")
     p.field(DeltaTrainCfg, "seed")
     add_threads(p)
     return p
+
+
+def configs(p: ConfigParser, args: Namespace) -> tuple[DeltaTrainCfg, DeltaCfg]:
+    """The fit's and πΔ's settings from the command line (the warm start's own options included)."""
+    cfg = p.config(args, DeltaTrainCfg)
+    if cfg.warm_start is not None:
+        cfg = replace(cfg, warm_start=p.config(args, WarmStartCfg, cfg.warm_start))
+    return cfg, p.config(args, DeltaCfg)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -33,8 +45,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = parser()
     args = parse(p, argv)
     dataset = load_dataset("asap-delta", args.dataset)
-    cfg = p.config(args, DeltaTrainCfg)
-    delta = p.config(args, DeltaCfg)
+    cfg, delta = configs(p, args)
     path, sha = train_delta(dataset, args.run_dir, cfg, delta=delta, progress=not args.quiet)
     report = {
         "delta_model": str(path),
