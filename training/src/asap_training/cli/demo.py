@@ -424,10 +424,10 @@ def keep_reason(selection: dict, min_gain: float) -> str:
     with_delta, without = selection["chosen_error_mm"], selection["no_correction_error_mm"]
     if with_delta < (1.0 - min_gain) * without:
         return ""
+    asked = "a lower error" if min_gain == 0.0 else f"{min_gain:.0%} less error"
     return (f"πΔ replays the data at {with_delta:.1f} mm, no correction at {without:.1f} mm "
-            f"({selection['metric']}), short of the {min_gain:.0%} gain fine-tuning asks for "
-            "(--finetune-min-gain): the policy is kept, not fine-tuned in a simulator no closer to "
-            "the robot")  # fmt: skip
+            f"({selection['metric']}); fine-tuning asks for {asked} (--finetune-min-gain), so the "
+            "policy is kept, not fine-tuned in a simulator no closer to the robot")  # fmt: skip
 
 
 def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
