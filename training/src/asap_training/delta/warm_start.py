@@ -51,8 +51,6 @@ class WarmStartCfg:
     none -> without rounds -> 4 rounds), it helps where the one-step fit misses (random:3 70.1 -> 71.6 ->
     60.2 mm; random:4 33.4 -> 91.2 -> 54.6, still worse than none) and hurts where it works
     (tired_ankles 130.4 -> 62.5 -> 76.3)."""
-    visited_horizon_s: float | None = None
-    """Replay length of the visited-state rounds (None: πΔ's horizon)."""
 
 
 def _transitions(dataset: RealDataset, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -157,7 +155,7 @@ def visited_targets(
     only on the recording's states meets others after a few ticks (exact one-step targets, no
     regression, replayed on a random gap: 1 s error 70.1 -> 64.2 mm, with the gap's own simulator 15.6).
     Returns what :func:`one_step_targets` does, the observations as πΔ saw them in the replay."""
-    steps = max(1, round((cfg.visited_horizon_s or delta.horizon_s) / dataset.control_dt))
+    steps = max(1, round(delta.horizon_s / dataset.control_dt))
     ids, frames = replay_windows(dataset, steps + 2, max(1, steps // 4), cfg.max_samples)
     env = DeltaEnv(
         delta_env_cfg(dataset, num_envs=len(ids), profile=profile),
