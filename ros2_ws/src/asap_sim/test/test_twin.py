@@ -189,6 +189,35 @@ def test_held_drive_acts_on_the_previous_steps_sensors() -> None:
     assert np.abs(torques["held"][2:] - torques["engine"][2:]).max() > 1.0  # N m: the delay shows
 
 
+def _peak_joint_speed_holding_the_pose(drive: str, physics_dt: float, kd_scale: float = 1.0) -> float:
+    """In the band, no policy: hold the ASAP pose with ASAP's gains (kd of the waist, hips and knees
+    scaled by ``kd_scale``) for 1 s, then the largest |dq| of any joint over the next second."""
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "asap")
+    trunk = np.array([n.startswith(("waist", "left_hip", "right_hip", "left_knee", "right_knee"))
+                      for n in g1.MOTOR_ORDER])
+    twin = Twin(config=TwinConfig(physics_dt=physics_dt, drive=drive))
+    twin.set_command(MotorCommand.position(g1.default_pose(g1.MOTOR_ORDER, "asap"), kp,
+                                           np.where(trunk, kd * kd_scale, kd)))
+    steps = round(1.0 / physics_dt)
+    twin.step(steps)
+    peak = 0.0
+    for _ in range(steps):
+        twin.step(1)
+        peak = max(peak, float(np.abs(twin.read_state().dq).max()))
+    return peak
+
+
+def test_the_held_drive_at_5_ms_rings_with_asap_gains_and_no_policy() -> None:
+    """Why the shipped policy faults on Unitree's simulator at its default 5 ms and not at 2 ms: the
+    one-step-late PD is itself unstable with ASAP's kd (the waist and hip pitch ring at ~25 Hz, tens of
+    rad/s, with a constant command). At 2 ms, with the engine drive, or with the trunk's kd halved,
+    the same pose is still."""
+    assert _peak_joint_speed_holding_the_pose("held", 0.005) > 10.0
+    assert _peak_joint_speed_holding_the_pose("engine", 0.005) < 0.5
+    assert _peak_joint_speed_holding_the_pose("held", 0.002) < 0.5
+    assert _peak_joint_speed_holding_the_pose("held", 0.005, kd_scale=0.5) < 3.0
+
+
 def _step_response(profile_name: str) -> np.ndarray:
     """On the gantry (feet in the air): hold the ASAP pose, step every joint +0.2 rad, record true q."""
     twin = Twin(load_profile(profile_name), TwinConfig(lift=0.15))
