@@ -137,7 +137,7 @@ class DemoCfg:
     (πΔ's selection metric); otherwise the round keeps its policy. At 0, any gain: fine-tuning in a
     simulator further from the robot than the nominal one trains against the wrong robot (measured on a
     held-out random gap: πΔ 24.1 -> 33.0 mm at 1 s, and the policy fine-tuned in it fell, 0 %, where the
-    shipped one completed, 100 %). ``-inf``: always fine-tune."""
+    shipped one completed, 100 %). ``--finetune-min-gain=-inf`` (with the =): always fine-tune."""
     episode_timeout_s: float = 120.0
     seed: int = 0
     """Seeds the twin's noise, the excitation and training: a run is reproducible."""
