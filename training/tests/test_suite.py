@@ -37,6 +37,7 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     reports = {
         "a": _report((0.0, 150.0), (1.0, 50.0), (1.0, 60.0), (100.0, 40.0), floor=20.0),
         "b": _report((1.0, 80.0), (2 / 3, 90.0), (1.0, 70.0), (50.0, 45.0)),
+        "c": _report((1.0, 80.0), (1.0, 80.0), (1.0, 70.0), (50.0, 60.0)) | {"asap_kept_policy": "worse"},
     }
     s = suite_summary(reports)
     a, b = s["runs"]["a"], s["runs"]["b"]
@@ -46,13 +47,17 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert a["asap_below_vanilla"] and a["asap_success_at_least_vanilla"] and a["asap_lowest_fine_tuned"]
     assert not b["asap_below_vanilla"] and not b["asap_success_at_least_vanilla"]
     assert not b["asap_lowest_fine_tuned"]
+    assert s["runs"]["c"]["asap_kept_policy"] and not a["asap_kept_policy"] and not b["asap_kept_policy"]
     asap = s["overall"][ASAP]
-    assert (asap["e_g_mpjpe_mm_mean"], asap["e_g_mpjpe_mm_std"]) == pytest.approx((70.0, 20.0))
-    assert asap["success_rate_mean"] == pytest.approx(5 / 6) and asap["episodes_per_gap"] == [3]
+    mean, std = asap["e_g_mpjpe_mm_mean"], asap["e_g_mpjpe_mm_std"]
+    assert (mean, std) == pytest.approx((220 / 3, (2600 / 9) ** 0.5))  # of 50, 90, 80 (population std)
+    assert asap["success_rate_mean"] == pytest.approx(8 / 9) and asap["episodes_per_gap"] == [3]
     table = suite_table(s)
     assert "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100.0 → 40.0 (-60%) | 20.0, 75% |" in table
     assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 | 50.0 → 45.0 (-10%) |  |" in table
-    assert "lowest of the fine-tuned methods on 1/2" in table and "below Vanilla on 1/2" in table
+    assert "| c | 100% / 80.0 | 100% / 80.0 (kept) | 100% / 70.0 | 50.0 → 60.0 (+20%) |  |" in table
+    assert "lowest of the fine-tuned methods on 1/3" in table and "below Vanilla on 1/3" in table
+    assert "shipped policy was kept (1/3 gaps)" in table
     md = write_suite(tmp_path, reports)
     assert json.loads((tmp_path / "suite.json").read_text())["runs"]["b"]["open_loop_with_mm"] == 45.0
     assert (tmp_path / "suite.png").stat().st_size > 0 and "![suite]" in md.read_text()

@@ -341,6 +341,9 @@ def run(cfg: DemoCfg) -> Path:
     }
     plot_results(open_loop, closed, curves, dataset.control_dt, out / "results.png")
     table = closed_loop_table(closed)
+    if fit.kept:
+        table += (f"\n\nThe ASAP row is the shipped policy, kept: {fit.kept}. Its episodes are the "
+                  "Vanilla row's.")
     minutes = (time.monotonic() - t_start) / 60
     report = write_report(
         out,
@@ -354,7 +357,7 @@ def run(cfg: DemoCfg) -> Path:
                 [
                     f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
                     f"- πΔ: `{delta_path}`",
-                    f"- fine-tuned policy: `{asap_onnx}`" + (f" (kept: {fit.kept})" if fit.kept else ""),
+                    f"- fine-tuned policy: `{asap_onnx}`" + (" (the shipped one, kept)" if fit.kept else ""),
                     f"- data bags (action noise {cfg.excitation}): {[str(b) for b in data]}",
                     f"- bags before: {[str(b) for b in before]}",
                     *(f"- bags {name}: {[str(b) for b in bags]}" for name, (_, bags) in after.items()),

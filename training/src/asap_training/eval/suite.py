@@ -66,6 +66,7 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "asap_below_vanilla": closed[ASAP]["e_g_mpjpe_mm"] < closed[VANILLA]["e_g_mpjpe_mm"],
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
             "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
+            "asap_kept_policy": bool(report.get("asap_kept_policy")),
         }
     methods = list(dict.fromkeys(m for r in runs.values() for m in r["closed_loop"]))
     overall = {}
@@ -90,7 +91,8 @@ def suite_table(summary: Mapping) -> str:
         cells = []
         for m in methods:
             c = r["closed_loop"].get(m)
-            cells.append(f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f}" if c else "")
+            kept = " (kept)" if m == ASAP and r["asap_kept_policy"] else ""
+            cells.append(f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f}{kept}" if c else "")
         without, with_delta = r["open_loop_without_mm"], r["open_loop_with_mm"]
         change = f"{without:.1f} → {with_delta:.1f} ({r['open_loop_change']:+.0%})"
         floor, share = r["open_loop_floor_mm"], r["open_loop_closed_share"]
@@ -110,10 +112,12 @@ def suite_table(summary: Mapping) -> str:
     episodes = {m: o["episodes_per_gap"] for m, o in overall.items()}
     wins = sum(r["asap_lowest_fine_tuned"] for r in runs.values())
     below = sum(r["asap_below_vanilla"] for r in runs.values())
+    kept = sum(r["asap_kept_policy"] for r in runs.values())
     lines += [
         "",
         f"Cells: closed-loop success / E_g-mpjpe (mm); episodes per cell: {episodes}. ASAP below Vanilla on "
-        f"{below}/{len(runs)} gaps, lowest of the fine-tuned methods on {wins}/{len(runs)}.",
+        f"{below}/{len(runs)} gaps, lowest of the fine-tuned methods on {wins}/{len(runs)}; (kept): πΔ "
+        f"replayed no better than no correction, the shipped policy was kept ({kept}/{len(runs)} gaps).",
     ]
     return "\n".join(lines)
 
