@@ -16,7 +16,7 @@ from asap_training.cli import delta as delta_cli
 from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
-from asap_training.delta.warm_start import WarmStartCfg, one_step_targets, visited_targets
+from asap_training.delta.warm_start import WarmStartCfg, recorded_targets, visited_targets
 from asap_training.envs.delta_env import DeltaCfg, delta_obs_dim
 from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
@@ -40,8 +40,8 @@ def weak_ankle_recording(tmp_path_factory) -> RealDataset:
     return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
 
 
-def test_one_step_targets_explain_the_recorded_transitions(weak_ankle_recording):
-    obs, targets, before, after = one_step_targets(weak_ankle_recording, ANKLES, WarmStartCfg(max_samples=48))
+def test_recorded_targets_explain_the_recorded_transitions(weak_ankle_recording):
+    obs, targets, before, after = recorded_targets(weak_ankle_recording, ANKLES, WarmStartCfg(max_samples=48))
     assert obs.shape[0] == targets.shape[0] == 48 and targets.shape[1] == 4
     assert after < 0.5 * before  # the simulator with Δa* reproduces the next states far better
     assert np.mean(targets) < 0.0  # weaker real ankles: the nominal simulator's ankle targets are pulled in
@@ -71,7 +71,7 @@ def test_visited_targets_start_at_the_states_the_replay_reached(weak_ankle_recor
     assert before < 1e-3
     # on the weak-ankle recording the nominal replay drifts, and the search brings the next states back
     _, _, drifted, after = visited_targets(ds, horizon, cfg, _NoCorrection(4))
-    recorded = one_step_targets(ds, ANKLES, cfg)[2]
+    recorded = recorded_targets(ds, ANKLES, cfg)[2]
     assert drifted > recorded and after < drifted  # measured 0.28 -> 0.23 (recorded states: 0.12)
 
 

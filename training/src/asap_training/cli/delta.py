@@ -26,7 +26,7 @@ def parser() -> ConfigParser:
     p.field(DeltaCfg, "joints")
     p.fields(DeltaTrainCfg, "profile", "select_every")
     p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
-    p.field(WarmStartCfg, "visited_rounds")
+    p.fields(WarmStartCfg, "search_ticks", "visited_rounds")
     p.field(DeltaTrainCfg, "seed")
     add_threads(p)
     return p

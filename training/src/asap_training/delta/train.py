@@ -9,9 +9,10 @@ Writes ``<run-dir>/delta.onnx`` (πΔ + metadata, see :mod:`asap_training.envs.d
 the open-loop replay errors of the dataset with and without πΔ.
 
 PPO starts from the warm start (:mod:`asap_training.delta.warm_start`): the actor regressed onto
-one-step targets, its observation normalizer frozen, and ``critic_warmup`` iterations that train only the
-critic (an untrained critic's advantages are noise, and PPO steps on noise undo the regression). Then model
-selection: every ``--select-every`` iterations (and at the start) the deterministic πΔ is scored by its
+inverse-dynamics targets (at recorded, then at visited states), its observation normalizer frozen, and
+``critic_warmup`` iterations that train only the critic (an untrained critic's advantages are noise, and
+PPO steps on noise undo the regression). Then model selection: every ``--select-every`` iterations (and at
+the start) the deterministic πΔ is scored by its
 open-loop replay error at the training horizon on the dataset, and the best one is exported.
 
 Measured on one 4-episode dataset (1 s open-loop E_g-mpjpe; no πΔ: 121.6 mm): warm start 49.5 mm; 5 PPO
@@ -35,7 +36,7 @@ from asap_training.delta.warm_start import (
     WarmStartCfg,
     choose_joints,
     fit_actor,
-    one_step_targets,
+    recorded_targets,
     visited_targets,
 )
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
@@ -73,7 +74,7 @@ class DeltaTrainCfg:
     seed: int = 0
     """Random seed of the replays and the networks."""
     warm_start: WarmStartCfg | None = field(default_factory=WarmStartCfg)
-    """Warm start: PPO starts from the actor regressed onto one-step targets. Off (None): from a
+    """Warm start: PPO starts from the actor regressed onto inverse-dynamics targets. Off (None): from a
     zero-initialized πΔ, the paper's way, which needs far more samples than 2 cores give."""
     critic_warmup: int = 5
     """With a warm start, the first this many iterations update only the critic."""
@@ -103,7 +104,7 @@ def train_delta(
     if delta.joints == AUTO_JOINTS:
         delta, shares = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)
         ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-        print(f"πΔ joints chosen from the data ({delta.auto_coverage:.0%} of the one-step corrections): "
+        print(f"πΔ joints chosen from the data ({delta.auto_coverage:.0%} of the corrections): "
               f"{', '.join(j.replace(chr(92), '') for j in delta.joints)}; shares "
               f"{', '.join(f'{j} {v:.0%}' for j, v in ranked[:8])}...", flush=True)  # fmt: skip
     ppo = replace(ppo or delta_ppo_cfg(iterations, warm_start is not None), max_iterations=iterations)
@@ -114,8 +115,8 @@ def train_delta(
     selector = _Selector(dataset, delta, meta, profile, run_dir / "candidate.onnx") if select_every else None
     warm = None
     if warm_start is not None:
-        obs, targets, before, after = one_step_targets(dataset, delta, warm_start, profile)
-        warm = {"one_step_residual_before": before, "one_step_residual_after": after, "samples": len(obs)}
+        obs, targets, before, after = recorded_targets(dataset, delta, warm_start, profile)
+        warm = {"recorded_mismatch_before": before, "recorded_mismatch_after": after, "samples": len(obs)}
 
     def before_learn(runner: TrackingRunner) -> None:
         if warm is not None and warm_start is not None:
@@ -125,8 +126,8 @@ def train_delta(
             for r in range(warm_start.visited_rounds):
                 seen, more, before_r, after_r = visited_targets(dataset, delta, warm_start, actor, profile)
                 data.append((seen, more))
-                warm[f"visited_{r + 1}_residual_before"] = before_r
-                warm[f"visited_{r + 1}_residual_after"] = after_r
+                warm[f"visited_{r + 1}_mismatch_before"] = before_r
+                warm[f"visited_{r + 1}_mismatch_after"] = after_r
                 all_obs, all_targets = (np.concatenate(column) for column in zip(*data, strict=True))
                 warm["regression_mse"] = fit_actor(actor, all_obs, all_targets, warm_start)
             if critic_warmup:

@@ -1,14 +1,15 @@
-"""A warm start for πΔ: one-step inverse-dynamics targets through the simulator, regressed into the actor.
+"""A warm start for πΔ: inverse-dynamics targets through the simulator, regressed into the actor.
 
 PPO from a zero-initialized πΔ did not improve the open-loop error within CPU budgets here (measured on a
 30 % ankle-torque gap: 120 iterations × 1536 samples, the deterministic πΔ ended worse than Δa = 0). The
 paper's 5000 parallel envs are not available on 2 cores, so before PPO the actor is fitted by regression
-to per-transition targets: for each recorded transition (s_t, a_t, s_{t+1}), the Δa* that makes the
-simulator's next state closest to the recorded one, found by Gauss-Newton with finite-difference
-Jacobians through the same delta env (batched: all transitions are envs). Optionally
-(``visited_rounds``), targets at the states the fitted πΔ reaches in its own replays are added and the
-actor refitted (Data as Demonstrator). PPO then optimizes the paper's multi-step objective (Table II) from
-there.
+to targets: from a state, the first Δa of the ``search_ticks`` corrections that make the simulator's next
+frames closest to the recorded ones (tracked points and joint velocities), found by Gauss-Newton with
+finite-difference Jacobians through the same delta env (batched: all starts are envs), a receding-horizon
+expert. Targets come from the recorded states, then (``visited_rounds``) from the states the fitted πΔ
+reaches in its own replays, added and the actor refitted (DAgger, with Data as Demonstrator's
+"back to the recording" as the expert). PPO then optimizes the paper's multi-step objective (Table II)
+from there.
 """
 
 from __future__ import annotations
@@ -34,30 +35,39 @@ from asap_training.eval.openloop import replay_windows
 class WarmStartCfg:
     """Target search and regression settings."""
 
-    max_samples: int = 1024
-    """Transitions used (evenly thinned); each is one env of the batched search."""
+    max_samples: int = 512
+    """Starts used (evenly thinned); each is one env of the batched search."""
+    search_ticks: int = 3
+    """Ticks each target search looks ahead; its target is the first tick's Δa. One tick cannot steer a
+    floating base back: on random:3 (twin-core data, 1 s open loop, none 69.4 mm, the gap's own simulator
+    17.2) the exact one-tick targets replayed along the recording gave 63.7, and 3-tick targets applied
+    from the replay's own state every tick (the expert itself) 8.8."""
     gauss_newton_iterations: int = 3
     fd_step: float = 0.05
     """Finite-difference step of Δa (normalized action units)."""
     damping: float = 1e-3
     """Levenberg-Marquardt damping of the normal equations."""
+    point_weight: float = 10.0
+    """Weight of tracked-point position errors (m, world frame: what E_g-mpjpe measures, the base's
+    position and orientation included)."""
     velocity_weight: float = 0.1
-    """Weight of joint and base velocity errors (rad/s, m/s) against joint positions (rad)."""
+    """Weight of joint velocity errors (rad/s)."""
     epochs: int = 300
     learning_rate: float = 1e-3
-    visited_rounds: int = 0
+    visited_rounds: int = 3
     """Rounds of targets at the states the fitted πΔ visits in replays (:func:`visited_targets`), each
-    added to the data and the actor refitted. Off: measured on twin-core data (1 s open-loop error,
-    none -> without rounds -> 4 rounds), it helps where the one-step fit misses (random:3 70.1 -> 71.6 ->
-    60.2 mm; random:4 33.4 -> 91.2 -> 54.6, still worse than none) and hurts where it works
-    (tired_ankles 130.4 -> 62.5 -> 76.3)."""
+    added to the data and the actor refitted (DAgger). Targets at recorded states alone fit a correction
+    for states a replay leaves within a few ticks (random:3, 1 s open loop on an episode left out of the
+    fit, with a plain MLP as the regressor: none 65.3 mm; recorded-state targets only 175.6; after 1, 2,
+    3 rounds 44.2, 35.4, 41.1)."""
 
 
-def _transitions(dataset: RealDataset, count: int) -> tuple[np.ndarray, np.ndarray]:
-    # a transition's next frame must not be its trajectory's last: stepping onto that frame ends the
-    # episode, and the env's reset would replace the state the residual reads
-    ids = np.concatenate([np.full(tr.num_steps - 2, i) for i, tr in enumerate(dataset.trajectories)])
-    frames = np.concatenate([np.arange(tr.num_steps - 2) for tr in dataset.trajectories])
+def _transitions(dataset: RealDataset, count: int, ticks: int) -> tuple[np.ndarray, np.ndarray]:
+    # a start needs ``ticks`` recorded successors, the last of them not its trajectory's last frame:
+    # stepping onto that frame ends the episode, and the env's reset would replace the state compared
+    counts = [max(tr.num_steps - 1 - ticks, 0) for tr in dataset.trajectories]
+    ids = np.concatenate([np.full(c, i) for i, c in enumerate(counts)])
+    frames = np.concatenate([np.arange(c) for c in counts])
     keep = _thin(len(ids), count)
     return ids[keep], frames[keep]
 
@@ -67,52 +77,56 @@ def _thin(total: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, total - 1, min(count, total)).round().astype(int))
 
 
-def _features(joint_pos: Tensor, joint_vel: Tensor, base_pos: Tensor, base_vel: Tensor, w: float) -> Tensor:
-    """What a target search matches: joint and base positions, velocities weighted by ``w``."""
-    return torch.cat([joint_pos, w * joint_vel, base_pos, w * base_vel], dim=1)
+def _mismatch(env: DeltaEnv, rows: Tensor, cfg: WarmStartCfg) -> Tensor:
+    """How far every env's simulated state is from the recorded frame ``rows``: tracked points (the env's
+    reference at its motion time is that frame's) and joint velocities, weighted."""
+    points = (env.points.pos_w - env.ref.pos_w).flatten(1)
+    joint_vel = env.state.joint_vel - env._rec["joint_vel"][rows]
+    return torch.cat([cfg.point_weight * points, cfg.velocity_weight * joint_vel], dim=1)
 
 
 def _search(env: DeltaEnv, cfg: WarmStartCfg, max_delta: float) -> tuple[np.ndarray, float, float]:
-    """For every env (one start each): the Δa of one step that brings the simulated next state closest to
-    the recorded next frame; returns (Δa* (N, k), mean residual with Δa = 0, with Δa*)."""
+    """For every env (one start each): the ``cfg.search_ticks`` Δa that bring the simulated next frames
+    closest to the recorded ones; returns (the first tick's Δa* (N, k), mean mismatch over the window with
+    Δa = 0, with Δa*)."""
     everyone = torch.arange(env.num_envs, device=env.device)
-    w = cfg.velocity_weight
-    rec, nxt = env._rec, env.recorded_row() + 1
-    target = _features(rec["joint_pos"][nxt], rec["joint_vel"][nxt], rec["base_pos_w"][nxt],
-                       rec["base_lin_vel_w"][nxt], w)  # fmt: skip
+    ticks, k = cfg.search_ticks, env.num_actions
+    starts = env.recorded_row()
 
     def residual(d: Tensor) -> Tensor:
         env.reset(everyone)  # the same starts again (one per env, in order)
-        env.step(d)
-        s = env.state
-        return _features(s.joint_pos, s.joint_vel, s.root_pos_w, s.root_lin_vel_w, w) - target
+        window = []
+        for tick in range(ticks):
+            env.step(d[:, tick * k : (tick + 1) * k])
+            window.append(_mismatch(env, starts + tick + 1, cfg))
+        return torch.cat(window, dim=1)
 
-    k = env.num_actions
-    eye = torch.eye(k, device=env.device, dtype=env.dtype)
-    d = env.tensor(np.zeros((env.num_envs, k)))
+    n = ticks * k
+    eye = torch.eye(n, device=env.device, dtype=env.dtype)
+    d = env.tensor(np.zeros((env.num_envs, n)))
     r = residual(d)
     start_error = float(torch.linalg.norm(r, dim=1).mean())
     for _ in range(cfg.gauss_newton_iterations):
-        jac = torch.stack([(residual(d + cfg.fd_step * eye[j]) - r) / cfg.fd_step for j in range(k)], dim=2)
+        jac = torch.stack([(residual(d + cfg.fd_step * eye[j]) - r) / cfg.fd_step for j in range(n)], dim=2)
         jtj = torch.einsum("nri,nrj->nij", jac, jac) + cfg.damping * eye
         step = torch.linalg.solve(jtj, -torch.einsum("nri,nr->ni", jac, r))
         candidate = (d + step).clip(-max_delta, max_delta)
         r_new = residual(candidate)
         better = torch.linalg.norm(r_new, dim=1) < torch.linalg.norm(r, dim=1)
         d[better], r[better] = candidate[better], r_new[better]
-    return d.cpu().numpy(), start_error, float(torch.linalg.norm(r, dim=1).mean())
+    return d[:, :k].cpu().numpy(), start_error, float(torch.linalg.norm(r, dim=1).mean())
 
 
-def one_step_targets(
+def recorded_targets(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(πΔ observations (M, D), targets Δa* (M, k), mean residual with Δa = 0, with Δa*) at recorded
+    """(πΔ observations (M, D), targets Δa* (M, k), mean mismatch with Δa = 0, with Δa*) at recorded
     states."""
-    ids, frames = _transitions(dataset, cfg.max_samples)
+    ids, frames = _transitions(dataset, cfg.max_samples, cfg.search_ticks)
     env = DeltaEnv(
         delta_env_cfg(dataset, num_envs=len(ids), profile=profile),
         dataset,
-        dataclasses.replace(delta, horizon_s=10 * dataset.control_dt),
+        dataclasses.replace(delta, horizon_s=(cfg.search_ticks + 2) * dataset.control_dt),
         starts=(ids, frames),
     )
     obs = env.observations()["actor"].cpu().numpy()
@@ -130,7 +144,7 @@ def one_step_targets(
 
 class _VisitedEnv(DeltaEnv):
     """A delta env whose env ``i`` starts at the given simulator state ``i`` instead of its recorded frame's
-    (the frame still gives the recorded action and the next frame the target)."""
+    (the frame still gives the recorded actions and the next frames the target)."""
 
     def __init__(self, cfg: TrackingEnvCfg, dataset: RealDataset, delta: DeltaCfg,
                  starts: tuple[np.ndarray, np.ndarray], states: tuple[np.ndarray, ...]) -> None:  # fmt: skip
@@ -148,19 +162,18 @@ class _VisitedEnv(DeltaEnv):
 def visited_targets(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, actor: torch.nn.Module, profile: str = "nominal"
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """Targets at the states the current πΔ visits (Data as Demonstrator, Venkatraman et al., AAAI 2015):
-    replay windows of ``delta.horizon_s`` with ``actor`` correcting, then at each visited simulator state
-    the one-step Δa* toward the recorded next frame. One-step targets at recorded states alone do not
+    """Targets at the states the current πΔ visits (DAgger; Data as Demonstrator, Venkatraman et al., AAAI
+    2015): replay windows of ``delta.horizon_s`` with ``actor`` correcting, then at each visited simulator
+    state the search's Δa* back toward the recorded next frames. Targets at recorded states alone do not
     make a replay follow the recording: open-loop humanoid replays are unstable, and a correction fitted
-    only on the recording's states meets others after a few ticks (exact one-step targets, no
-    regression, replayed on a random gap: 1 s error 70.1 -> 64.2 mm, with the gap's own simulator 15.6).
-    Returns what :func:`one_step_targets` does, the observations as πΔ saw them in the replay."""
+    only on the recording's states meets others after a few ticks. Returns what
+    :func:`recorded_targets` does, the observations as πΔ saw them in the replay."""
     steps = max(1, round(delta.horizon_s / dataset.control_dt))
-    ids, frames = replay_windows(dataset, steps + 2, max(1, steps // 4), cfg.max_samples)
+    ids, frames = replay_windows(dataset, steps + 1 + cfg.search_ticks, max(1, steps // 4), cfg.max_samples)
     env = DeltaEnv(
         delta_env_cfg(dataset, num_envs=len(ids), profile=profile),
         dataset,
-        dataclasses.replace(delta, horizon_s=(steps + 2) * dataset.control_dt),
+        dataclasses.replace(delta, horizon_s=(steps + 1 + cfg.search_ticks) * dataset.control_dt),
         starts=(ids, frames),
     )
     seen: list[tuple[np.ndarray, ...]] = []
@@ -180,7 +193,7 @@ def visited_targets(
     search_env = _VisitedEnv(
         delta_env_cfg(dataset, num_envs=len(keep), profile=profile),
         dataset,
-        dataclasses.replace(delta, horizon_s=10 * dataset.control_dt),
+        dataclasses.replace(delta, horizon_s=(cfg.search_ticks + 2) * dataset.control_dt),
         (vid, vframe),
         tuple(states),
     )
@@ -217,7 +230,7 @@ AUTO_JOINTS = ("auto",)
 
 
 def joint_shares(targets: np.ndarray, joints: tuple[str, ...]) -> dict[str, float]:
-    """Each joint's share of the one-step corrections: mean Δa*² of the joint over the sum of all
+    """Each joint's share of the corrections at recorded states: mean Δa*² of the joint over the sum of all
     joints' (a joint the simulator already predicts needs Δa* ≈ 0 and gets a share ≈ 0)."""
     power = np.mean(np.square(targets), axis=0)
     return {j: float(p) for j, p in zip(joints, power / max(float(power.sum()), 1e-12), strict=True)}
@@ -246,9 +259,9 @@ def choose_joints(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
 ) -> tuple[DeltaCfg, dict[str, float]]:
     """``delta`` with its joints chosen from the data (see ``DeltaCfg.auto_coverage``) and every action
-    joint's share. The one-step targets over all joints say where the simulator misses the recording:
-    on a gap confined to some joints, the others' Δa* stay near zero."""
-    _, targets, _, _ = one_step_targets(dataset, dataclasses.replace(delta, joints=(".*",)), cfg, profile)
+    joint's share. The targets over all joints say where the simulator misses the recording: on a gap
+    confined to some joints, the others' Δa* stay near zero."""
+    _, targets, _, _ = recorded_targets(dataset, dataclasses.replace(delta, joints=(".*",)), cfg, profile)
     shares = joint_shares(targets, dataset.action_joints)
     chosen = select_joints(shares, delta.auto_coverage)
     return dataclasses.replace(delta, joints=tuple(re.escape(j) for j in chosen)), shares
