@@ -26,6 +26,7 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
         "--out", str(out), "--gap", "random:3", "--rounds", "2", "--episodes", "1", "--eval-episodes", "1",
         "--delta-iterations", "1", "--finetune-iterations", "1", "--delta-joints", "auto", "--threads", "1",
         "--finetune-min-gain=-inf",  # whatever πΔ this budget fits: the test is of the rounds' plumbing
+        "--delta-search-ticks", "1", "--delta-visited-rounds", "0",  # the quickest warm start
     ])  # fmt: skip
     assert yaml.safe_load((out / "gap.yaml").read_text()) == random_profile_dict(3)
     first, merged = RealDataset.load(out / "dataset.npz"), RealDataset.load(out / "dataset_r2.npz")

@@ -80,7 +80,7 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
 ):
     ds = weak_ankle_recording
     parent = load_artifact(PARENT / "policy.onnx")
-    warm = WarmStartCfg(max_samples=96, epochs=150)
+    warm = WarmStartCfg(max_samples=96, epochs=150, visited_rounds=1)
     path, sha = train_delta(
         ds, tmp_path / "delta", DeltaTrainCfg(iterations=1, num_envs=8, warm_start=warm), delta=ANKLES,
         progress=False,
@@ -104,8 +104,8 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
 
 def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_ankle_recording, tmp_path):
     ds, run = weak_ankle_recording, tmp_path / "delta"
-    cfg = DeltaTrainCfg(iterations=4, num_envs=8, warm_start=WarmStartCfg(max_samples=96, epochs=150),
-                        critic_warmup=2, select_every=1)
+    warm = WarmStartCfg(max_samples=96, epochs=150, visited_rounds=0)  # the warm start itself: other tests
+    cfg = DeltaTrainCfg(iterations=4, num_envs=8, warm_start=warm, critic_warmup=2, select_every=1)
     path, sha = train_delta(ds, run, cfg, delta=ANKLES, progress=False)
     selection = json.loads((run / "selection.json").read_text())
     scores = {int(k): v for k, v in selection["scores"].items()}

@@ -45,6 +45,7 @@ from asap_training.cli.common import add_threads, parse
 from asap_training.data.dataset import RealDataset, merge_datasets
 from asap_training.data.ingest import IngestError, ingest, read_episode, summary
 from asap_training.delta.train import DeltaTrainCfg, train_delta
+from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
 from asap_training.eval.openloop import open_loop_errors
@@ -110,7 +111,7 @@ class DemoCfg:
     whole motion in the corrected simulator; fitted on runs with 0.2 noise, it fell there at 1.9-3.4 s,
     and fine-tuning in it had something to fix)."""
     delta_joints: tuple[str, ...] = ("auto",)
-    """Regexes of the joints πΔ corrects, or ``auto``: the joints that carry most of the one-step
+    """Regexes of the joints πΔ corrects, or ``auto``: the joints that carry most of the warm start's
     corrections in the data (printed, and recorded in the πΔ file). ``.*`` is every policy joint (the
     paper's sim-to-sim πΔ); measured with the quick budgets on ``tired_ankles`` it fits worse than the
     data-chosen subset (1 s open loop 139 -> 108 mm, and the fine-tuned policy fell like the shipped one:
@@ -121,6 +122,11 @@ class DemoCfg:
     policy again; the last round's policy is the one evaluated. Baselines use the first round's data."""
     delta_iterations: int = 60
     """PPO iterations of each πΔ fit."""
+    delta_search_ticks: int = WarmStartCfg.search_ticks
+    """Ticks each warm-start target search looks ahead (``WarmStartCfg.search_ticks``; 1: the old
+    one-tick search, faster and worse on every gap measured)."""
+    delta_visited_rounds: int = WarmStartCfg.visited_rounds
+    """DAgger rounds of the warm start (``WarmStartCfg.visited_rounds``; 0: recorded states only)."""
     finetune_iterations: int = 200
     """PPO iterations of each fine-tuning."""
     num_envs: int = 64
@@ -394,7 +400,9 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
     """Steps 4 and 5 of one round: fit πΔ on ``dataset`` and fine-tune ``parent`` with it frozen."""
     step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
     delta_dir = cfg.out / f"delta{tag}"
-    budget = DeltaTrainCfg(iterations=cfg.delta_iterations, num_envs=cfg.num_envs, seed=cfg.seed)
+    warm = WarmStartCfg(search_ticks=cfg.delta_search_ticks, visited_rounds=cfg.delta_visited_rounds)
+    budget = DeltaTrainCfg(iterations=cfg.delta_iterations, num_envs=cfg.num_envs, seed=cfg.seed,
+                           warm_start=warm)
     delta_path, _ = train_delta(dataset, delta_dir, budget, delta=DeltaCfg(joints=cfg.delta_joints))
     selection = json.loads((delta_dir / "selection.json").read_text())
     scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
@@ -489,6 +497,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "delta_joints")
     p.field(DemoCfg, "rounds")
     p.field(DemoCfg, "delta_iterations")
+    p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds")
     p.field(DemoCfg, "finetune_iterations")
     p.field(DemoCfg, "finetune_min_gain")
     p.field(DemoCfg, "baselines", nargs="*", choices=BASELINES)
