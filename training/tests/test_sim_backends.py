@@ -238,6 +238,23 @@ def test_warp_graph_replay_equals_eager_launches(motor_params):
             for g in (True, False)]
     replayed, eager = _rollout(sims, commands, variant)
     split = delay % DECIMATION
-    assert sims[0].captured == [(split, DECIMATION - split)] and sims[1].captured == []
+    assert sims[0].captured == [("reset",), (split, DECIMATION - split)] and sims[1].captured == []
     for f in FIELDS:
         np.testing.assert_array_equal(replayed[f], eager[f])
+    # partial resets replay the one reset graph with other worlds masked: the untouched worlds go on as
+    # eagerly, the reset ones start from the given state
+    start = _initial_state(models[0])
+    for subset in ([0, 2], [3]):
+        args = [start[0][subset], *(a[subset] for a in start[1:])]
+        for sim in sims:
+            before = _copy(sim.state)
+            sim.reset(*args)
+            after, kept = _copy(sim.state), np.setdiff1d(np.arange(NUM_ENVS), subset)
+            np.testing.assert_allclose(after["joint_pos"][subset], start[5][subset], atol=1e-6)
+            np.testing.assert_allclose(after["root_pos_w"][subset], start[1][subset], atol=1e-6)
+            np.testing.assert_array_equal(after["joint_pos"][kept], before["joint_pos"][kept])
+            sim.step(commands[0], DECIMATION)
+        replayed, eager = (_copy(sim.state) for sim in sims)
+        for f in FIELDS:
+            np.testing.assert_array_equal(replayed[f], eager[f])
+    assert len(sims[0].captured) == 2

@@ -12,6 +12,8 @@ does; one gather packs the arrays the MDP reads (``RAW_FIELDS``) into one device
 a copy (``wp.to_torch``), from which :class:`StateLayout` derives the :class:`SimState` tensors on the device
 with the code the C backend uses. Commands arrive as tensors on the device and are written into the ctrl
 pieces in place: a policy step moves nothing between host and device but one overflow flag per step.
+A reset is fixed-shape device work too (the new states staged for every world, a mask of those reset), so
+it is one graph as well: launching its ~160 kernels one by one from Python cost more than the physics.
 MJWarp computes in float32 (the C backend in float64): trajectories agree to the tolerances stated in
 ``training/tests/test_sim_backends.py``, not bit for bit.
 """
@@ -19,7 +21,7 @@ MJWarp computes in float32 (the C backend in float64): trajectories agree to the
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import mujoco
@@ -51,15 +53,15 @@ stops where C does (qacc equal to float32 precision), at about one more iteratio
 
 
 @wp.kernel
-def _gather(src: wp.array2d(dtype=float), rows: wp.array(dtype=int), col0: int, out: wp.array2d(dtype=float)):
-    k, j = wp.tid()
-    out[k, col0 + j] = src[rows[k], j]
+def _gather(src: wp.array2d(dtype=float), col0: int, out: wp.array2d(dtype=float)):
+    world, j = wp.tid()
+    out[world, col0 + j] = src[world, j]
 
 
 @wp.kernel
-def _gather_flag(src: wp.array(dtype=int), rows: wp.array(dtype=int), col: int, out: wp.array2d(dtype=float)):
-    k = wp.tid()
-    out[k, col] = float(src[rows[k]])
+def _gather_flag(src: wp.array(dtype=int), col: int, out: wp.array2d(dtype=float)):
+    world = wp.tid()
+    out[world, col] = float(src[world])
 
 
 @wp.kernel
@@ -69,6 +71,13 @@ def _scatter(src: wp.array2d(dtype=float), rows: wp.array(dtype=int), add: int, 
         out[rows[k], j] = out[rows[k], j] + src[k, j]
     else:
         out[rows[k], j] = src[k, j]
+
+
+@wp.kernel
+def _masked_set(src: wp.array2d(dtype=float), mask: wp.array(dtype=wp.bool), out: wp.array2d(dtype=float)):
+    world, j = wp.tid()
+    if mask[world]:
+        out[world, j] = src[world, j]
 
 
 @wp.kernel
@@ -93,9 +102,9 @@ class MujocoWarpSimulator:
     (MJWarp pools them over worlds), ``njmax``: constraint rows per world (a fallen G1 needs ~32 contacts,
     ~130 rows); an overflow raises, since MJWarp would otherwise drop contacts silently.
     ``solver_tolerance``: see :data:`SOLVER_TOLERANCE` (None keeps the model's). ``graph``: capture each
-    policy step's device work once as a graph and replay it (a CUDA graph on a GPU; on Warp's CPU device a
-    recorded launch sequence, ~5x faster than Python launching every kernel); False launches eagerly (same
-    numbers, bit for bit).
+    policy step's and each reset's device work once as a graph and replay it (a CUDA graph on a GPU; on
+    Warp's CPU device a recorded launch sequence, ~5x faster than Python launching every kernel); False
+    launches eagerly (same numbers, bit for bit).
     """
 
     def __init__(
@@ -124,6 +133,11 @@ class MujocoWarpSimulator:
         self.variant = np.zeros(num_envs, dtype=np.intp)
         self.device = torch.device(device)
         self._wp_device = wp.get_device(str(self.device) if self.device.type == "cuda" else "cpu")
+        if self._wp_device.is_cuda:
+            # torch and Warp on one CUDA stream: the MDP's tensors and the physics kernels are then ordered
+            # without events (Warp's stream does not wait for torch's default one), and graphs can be
+            # captured on it (never on the legacy default stream)
+            torch.cuda.set_stream(wp.stream_to_torch(self._wp_device))
         zeros = SimState.zeros(num_envs, g1.NUM_MOTORS, len(self.layout.bodies))
         self.state = SimState(**{k: torch.as_tensor(v, dtype=torch.float32, device=self.device)
                                  for k, v in vars(zeros).items()})
@@ -131,7 +145,7 @@ class MujocoWarpSimulator:
         self._qpos0 = m.qpos0.copy()
         self._ctrl_sl = G1Indices.from_model(m).drive_ctrl
         self._drive = DriveInput(num_envs, latency_steps)
-        self._graphs: dict[tuple[int, ...], Any] = {}
+        self._graphs: dict[tuple[int | str, ...], Any] = {}
         with wp.ScopedDevice(self._wp_device):
             self.mw, self._variant_fields = _put_variants(self.models, num_envs)
             if solver_tolerance is not None:
@@ -143,11 +157,16 @@ class MujocoWarpSimulator:
             self._shapes = {name: np.shape(getattr(mujoco.MjData(m), name)) for name in RAW_FIELDS}
             self._packed = wp.zeros((num_envs, int(self._cols[-1]) + 1), dtype=float)  # + overflow flags
             self._packed_t = wp.to_torch(self._packed)  # the same memory
-            self._all = wp.array(np.arange(num_envs, dtype=np.int32), dtype=int)
             self._all_t = torch.arange(num_envs, device=self.device)
             self._pieces = wp.zeros((2, num_envs, self._ctrl_sl.stop - self._ctrl_sl.start), dtype=float)
             self._pieces_t = wp.to_torch(self._pieces)
+            # reset staging: the new qpos/qvel of every world, applied where the mask is set
+            self._reset_qpos = wp.zeros((num_envs, self.mw.nq), dtype=float)
+            self._reset_qvel = wp.zeros((num_envs, self.mw.nv), dtype=float)
+            self._reset_mask = wp.zeros(num_envs, dtype=wp.bool)
+            self._reset_t = [wp.to_torch(a) for a in (self._reset_qpos, self._reset_qvel, self._reset_mask)]
             mjw.forward(self.mw, self.dw)
+            self._gather()
             self._read_state(self._all_t)
 
     # --- protocol -------------------------------------------------------------------------------------
@@ -183,17 +202,13 @@ class MujocoWarpSimulator:
         qvel[:, :3] = f32(root_lin_vel_w)
         qvel[:, 3:6] = quat.rotate_inv(root_quat_w, f32(root_ang_vel_w))
         qvel[:, self.layout.qvel] = f32(joint_vel)
+        staged_qpos, staged_qvel, mask = self._reset_t
+        staged_qpos[ids], staged_qvel[ids] = qpos, qvel
+        mask.zero_()
+        mask[ids] = True
         with wp.ScopedDevice(self._wp_device):
-            rows = wp.from_torch(ids.to(torch.int32).contiguous(), dtype=wp.int32)
-            mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-            mask[ids] = True
-            mjw.reset_data(self.mw, self.dw, wp.from_torch(mask, dtype=wp.bool))
-            self._scatter(qpos, rows, self.dw.qpos)
-            self._scatter(qvel, rows, self.dw.qvel)
-            # every world: MJWarp has no per-world forward. The others' next step recomputes all it changes
-            # (their warm start stays), and only the reset rows are read back.
-            mjw.forward(self.mw, self.dw)
-            self._read_state(ids, rows)
+            self._run(("reset",), self._reset_worlds)
+            self._read_state(ids)
 
     def push(self, env_ids: np.ndarray, delta_lin_vel_w: np.ndarray) -> None:
         """Kick the pelvis (the state shows it after the next step, as on the CPU backend)."""
@@ -213,15 +228,8 @@ class MujocoWarpSimulator:
             self._pieces_t[p] = torch.as_tensor(as_owned, device=self.device)
         nsteps = tuple(n for _, n in pieces)
         with wp.ScopedDevice(self._wp_device):
-            if not self.graph:
-                self._advance(nsteps)
-            else:
-                if nsteps not in self._graphs:
-                    with wp.ScopedCapture() as capture:
-                        self._advance(nsteps)
-                    self._graphs[nsteps] = capture.graph
-                wp.capture_launch(self._graphs[nsteps])
-            self._read_state(self._all_t, self._all, gathered=True)
+            self._run(nsteps, lambda: self._advance(nsteps))
+            self._read_state(self._all_t)
 
     # --- extras ---------------------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -229,8 +237,9 @@ class MujocoWarpSimulator:
         wp.synchronize_device(self._wp_device)
 
     @property
-    def captured(self) -> list[tuple[int, ...]]:
-        """The command-piece layouts (physics steps per piece) captured as graphs so far."""
+    def captured(self) -> list[tuple[int | str, ...]]:
+        """The device work captured as graphs so far: the command-piece layouts of policy steps (physics
+        steps per piece) and ``("reset",)``."""
         return list(self._graphs)
 
     def memory_per_world_bytes(self) -> int:
@@ -238,6 +247,28 @@ class MujocoWarpSimulator:
         return sum(a.capacity for a in _arrays(self.dw)) // self.num_envs
 
     # --- internals ------------------------------------------------------------------------------------
+    def _run(self, key: tuple[int | str, ...], work: Callable[[], None]) -> None:
+        """Do ``work`` (device launches only): replay its graph, captured at the first call, or launch it
+        eagerly when ``graph`` is off."""
+        if not self.graph:
+            work()
+            return
+        if key not in self._graphs:
+            with wp.ScopedCapture() as capture:
+                work()
+            self._graphs[key] = capture.graph
+        wp.capture_launch(self._graphs[key])
+
+    def _reset_worlds(self) -> None:
+        """The device work of a reset: clear the masked worlds as ``mj_resetData`` does, set their staged
+        qpos/qvel, recompute every world (MJWarp has no per-world forward; the others' next step recomputes
+        all it changes, their warm start stays) and pack the raw arrays."""
+        mjw.reset_data(self.mw, self.dw, self._reset_mask)
+        for staged, out in ((self._reset_qpos, self.dw.qpos), (self._reset_qvel, self.dw.qvel)):
+            wp.launch(_masked_set, dim=staged.shape, inputs=[staged, self._reset_mask], outputs=[out])
+        mjw.forward(self.mw, self.dw)
+        self._gather()
+
     def _advance(self, nsteps: tuple[int, ...]) -> None:
         """The device work of one policy step (what a graph captures): per command piece, its ctrl then
         its physics steps; then body poses and velocities at the new state and the packed raw arrays."""
@@ -252,14 +283,14 @@ class MujocoWarpSimulator:
         mjw.kinematics(self.mw, self.dw)
         mjw.com_pos(self.mw, self.dw)
         mjw.com_vel(self.mw, self.dw)
-        self._gather(self._all, self.num_envs)
+        self._gather()
 
-    def _gather(self, rows: wp.array, count: int) -> None:
-        """Pack the raw arrays of worlds ``rows`` into the first ``count`` rows of the packed buffer."""
+    def _gather(self) -> None:
+        """Pack the raw arrays of every world into the packed buffer (row = world)."""
         for src, col0 in zip(self._fields, self._cols[:-1], strict=True):
-            wp.launch(_gather, dim=(count, src.shape[1]), inputs=[src, rows, int(col0)],
+            wp.launch(_gather, dim=(self.num_envs, src.shape[1]), inputs=[src, int(col0)],
                       outputs=[self._packed])
-        wp.launch(_gather_flag, dim=count, inputs=[self.dw.overflow, rows, int(self._cols[-1])],
+        wp.launch(_gather_flag, dim=self.num_envs, inputs=[self.dw.overflow, int(self._cols[-1])],
                   outputs=[self._packed])
 
     def _ids(self, env_ids: Any) -> torch.Tensor:
@@ -269,12 +300,10 @@ class MujocoWarpSimulator:
         src = wp.from_torch(values.to(torch.float32).contiguous(), dtype=wp.float32)
         wp.launch(_scatter, dim=tuple(src.shape), inputs=[src, rows, int(add)], outputs=[out])
 
-    def _read_state(self, ids: torch.Tensor, rows: wp.array | None = None, gathered: bool = False) -> None:
+    def _read_state(self, ids: torch.Tensor) -> None:
         """Derive the state of envs ``ids`` on the device from their packed raw arrays (no copy)."""
         count = ids.numel()
-        if not gathered:
-            self._gather(self._all if rows is None else rows, count)
-        packed = self._packed_t[:count]
+        packed = self._packed_t if count == self.num_envs else self._packed_t[ids]
         flags = packed[:, -1].to(torch.int64) & int(FATAL_OVERFLOW)
         if bool(flags.any()):  # the one value a step brings to the host
             kinds = mjw.OverflowType(int(np.bitwise_or.reduce(to_numpy(flags))))
