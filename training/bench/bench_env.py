@@ -31,6 +31,8 @@ from collections.abc import Callable
 import mujoco
 import numpy as np
 import torch
+import torch._dynamo
+import warp as wp
 
 from asap_sim.model import G1Indices
 from asap_sim.motor import EFFORT_LIMIT, MotorCommand, MotorParams, drive_ctrl
@@ -93,12 +95,12 @@ def _with_integrator(model: mujoco.MjModel, integrator: mujoco.mjtIntegrator) ->
 
 
 def make_env(sim: str, device: str, num_envs: int, threads: int, physics_dt: float, decimation: int,
-             ) -> TrackingEnv:
+             compile_mdp: bool | None = None) -> TrackingEnv:
     """The bench env: default MDP, no randomization (one model), fixed seed."""
     target = f"{__name__}:LegacySimulator" if sim == "legacy" else SIMULATORS[sim]
     return TrackingEnv(TrackingEnvCfg(num_envs=num_envs, domain_rand=NO_DR, seed=0, threads=threads,
                                       physics_dt=physics_dt, decimation=decimation, simulator=target,
-                                      device=device))
+                                      device=device, compile_mdp=compile_mdp))
 
 
 def reference_actions(env: TrackingEnv, noise: float = 0.1) -> torch.Tensor:
@@ -161,11 +163,14 @@ def training_per_s(env: TrackingEnv, iterations: int, device: str) -> tuple[floa
     return samples / collect, samples / (collect + sum(r["learn_s"] for r in rows))
 
 
-def measure(config: str, steps: int, iterations: int, physics_dt: float, decimation: int) -> dict:
+def measure(config: str, steps: int, iterations: int, physics_dt: float, decimation: int,
+            compile_mdp: bool | None = None) -> dict:
     """Every figure of one configuration."""
     sim, device, num_envs, threads = config.split(":")
     num_envs, threads = int(num_envs), use_threads(int(threads))
-    env = make_env(sim, device, num_envs, threads, physics_dt, decimation)
+    torch._dynamo.reset()  # each configuration compiles its own MDP (one training process has one env)
+    env = make_env(sim, device, num_envs, threads, physics_dt, decimation, compile_mdp)
+    env_step_per_s(env, 2)  # warm-up: kernel compilation and graph capture are not throughput
     env_sps = env_step_per_s(env, steps)
     raw = raw_mj_step_per_s(env)
     collect, total = training_per_s(env, iterations, device)
@@ -176,6 +181,7 @@ def measure(config: str, steps: int, iterations: int, physics_dt: float, decimat
         "threads": threads,
         "physics_dt": physics_dt,
         "decimation": decimation,
+        "compile_mdp": TrackingEnv.COMPILED[0] in vars(env),
         "raw_mj_step_per_s": round(raw),
         "samples_per_s": {"env_step": round(env_sps), "env_inference": round(collect),
                           "env_inference_ppo": round(total)},
@@ -195,8 +201,12 @@ def main() -> None:
                    help="physics step (default 0.002: the twin's)")
     p.add_argument("--decimation", type=int, default=10,
                    help="physics steps per 50 Hz policy step (default 10)")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                   help="torch.compile the MDP (TrackingEnvCfg.compile_mdp; auto: on for cuda)")
     p.add_argument("--json", action="store_true", help="one JSON object per configuration")
     args = p.parse_args()
+    wp.config.log_level = wp.LOG_WARNING  # Warp's module-load lines would interleave with the output
+    compile_mdp = {"auto": None, "on": True, "off": False}[args.compile]
     if not args.json:
         print(f"G1 29 motors, {1 / args.physics_dt:.0f} Hz physics, {args.decimation} steps per policy step, "
               f"{available_cores()} cores, load {os.getloadavg()[0]:.1f}; samples/s, wall clock")
@@ -204,7 +214,7 @@ def main() -> None:
               f"{'env/raw':>7} {'vs base':>7}")
     baseline = None
     for config in args.configs:
-        row = measure(config, args.steps, args.iterations, args.physics_dt, args.decimation)
+        row = measure(config, args.steps, args.iterations, args.physics_dt, args.decimation, compile_mdp)
         total = row["samples_per_s"]["env_inference_ppo"]
         baseline = baseline or total
         row["vs_baseline"] = round(total / baseline, 2)

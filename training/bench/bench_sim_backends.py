@@ -19,6 +19,7 @@ import time
 
 import mujoco
 import numpy as np
+import warp as wp
 
 from asap_core import g1
 from asap_sim.model import G1Indices, build_model, standing_base_height
@@ -106,6 +107,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="threads of the CPU backend (0 = every core)")
     p.add_argument("--json", action="store_true", help="one JSON object per configuration")
     args = p.parse_args()
+    wp.config.log_level = wp.LOG_WARNING  # Warp's module-load lines would interleave with the output
     model = build_model(timestep=DT)
     raw = raw_policy_steps_per_s(model, 200)
     threads = args.threads or available_cores()

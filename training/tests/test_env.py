@@ -156,3 +156,27 @@ def test_domain_randomization_varies_per_env():
     kp = env.sim.motor_params.kp_scale
     assert kp.shape == (16, 29) and kp.min() >= 0.925 and kp.max() <= 1.05 and kp[:, 0].std() > 0
     assert set(env.delay.tolist()) <= {1, 2} and len(set(env.delay.tolist())) == 2
+
+
+def test_compiled_mdp_steps_as_the_eager_one():
+    """``compile_mdp`` (on by default on a GPU) changes how the MDP runs, not what it computes: the same
+    seed and actions give the same observations, rewards and dones as eager torch, through a partial reset,
+    with domain randomization and observation noise on."""
+    import torch._dynamo
+
+    graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    envs = [make_env(num_envs=4, seed=3, domain_rand=DomainRandCfg(), compile_mdp=c) for c in (True, False)]
+    assert all(name in vars(envs[0]) for name in TrackingEnv.COMPILED)
+    assert not any(name in vars(envs[1]) for name in TrackingEnv.COMPILED)
+    rng = np.random.default_rng(1)
+    for k in range(8):
+        actions = torch.as_tensor(rng.normal(scale=0.5, size=(4, envs[0].num_actions)))
+        if k == 4:
+            for env in envs:
+                env.reset(torch.tensor([1, 2]))
+        (obs_c, rew_c, done_c, _), (obs_e, rew_e, done_e, _) = (env.step(actions) for env in envs)
+        for key in ("actor", "critic"):
+            torch.testing.assert_close(obs_c[key], obs_e[key], atol=1e-9, rtol=0)
+        torch.testing.assert_close(rew_c, rew_e, atol=1e-9, rtol=0)
+        assert torch.equal(done_c, done_e)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs_before  # dynamo did compile

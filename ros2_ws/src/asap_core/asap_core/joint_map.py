@@ -9,7 +9,7 @@ from typing import cast
 
 import numpy as np
 
-from asap_core.arrays import Array, ArrayT, is_tensor
+from asap_core.arrays import Array, ArrayT, as_index, is_tensor, namespace
 
 
 class JointMapError(ValueError):
@@ -69,7 +69,7 @@ class JointMap:
             out[...] = fill if is_tensor(fill) or not hasattr(fill, "shape") else v.new_tensor(fill)
         else:
             out = np.broadcast_to(np.asarray(fill, dtype=v.dtype), shape).copy()
-        out[..., self.index] = v
+        out[..., self._index_for(v)] = v
         return cast(ArrayT, out)
 
     def gather(self, target_values: ArrayT) -> ArrayT:
@@ -79,4 +79,16 @@ class JointMap:
             raise JointMapError(
                 f"expected {len(self.target)} values in target order, got {v.shape[-1]}"
             )
-        return cast(ArrayT, v[..., self.index])
+        return cast(ArrayT, v[..., self._index_for(v)])
+
+    def _index_for(self, v: Array) -> Array:
+        """:attr:`index` in ``v``'s kind: the numpy array, or an int64 tensor on ``v``'s device, kept for the
+        next call (indexing a tensor with a numpy array converts it and copies it to the device every time,
+        and torch.compile cannot guard on such a conversion)."""
+        if not is_tensor(v):
+            return self.index
+        kept = getattr(self, "_tensor_index", None)
+        if kept is None or kept.device != v.device:
+            kept = as_index(namespace(v).as_tensor(self.index, device=v.device))
+            object.__setattr__(self, "_tensor_index", kept)  # a cache, not a field of the frozen map
+        return kept

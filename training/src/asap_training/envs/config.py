@@ -181,6 +181,11 @@ class TrackingEnvCfg:
     device: str = "cpu"
     """Where physics state and the MDP live: ``cpu`` (the MuJoCo CPU backend) or ``cuda[:N]`` (MuJoCo Warp);
     the networks follow the runner's ``--device``."""
+    compile_mdp: bool | None = None
+    """``torch.compile`` the per-step MDP (robot points and reference, terminations, rewards, observations):
+    on a GPU its ~900 small torch ops per step, each a kernel launch from Python that costs more than the
+    kernel, become a few fused kernels. None: on for a ``cuda`` device; on the CPU the first steps' compile
+    (~25 s) buys nothing, physics dominates there."""
     threads: int = 0
     """CPU threads stepping physics (0: the process's ``--threads``, else every core). Trajectories do not
     depend on it."""

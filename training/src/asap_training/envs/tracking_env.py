@@ -54,6 +54,10 @@ def _resolve_terms(module: ModuleType, names: dict[str, str]) -> dict[str, Calla
 class TrackingEnv:
     """N G1s tracking reference motions (see the module docstring)."""
 
+    COMPILED = ("_refresh", "_check_termination", "_reward", "observations")
+    """The fixed-shape, every-env steps of the MDP that ``TrackingEnvCfg.compile_mdp`` compiles (resets,
+    whose size varies from step to step, stay eager)."""
+
     def __init__(self, cfg: TrackingEnvCfg, motions: MotionLibrary | None = None) -> None:
         """Build physics (asap_sim), motions, joint maps, term tables and buffers; reset every env."""
         self.cfg = cfg
@@ -102,6 +106,10 @@ class TrackingEnv:
         self.episode_sums = {k: self._zeros(n) for k in self.reward_funcs}
         self.extras: dict = {}
         self._to_device()
+        compile_mdp = cfg.compile_mdp if cfg.compile_mdp is not None else self.device.type == "cuda"
+        if compile_mdp:
+            for name in self.COMPILED:
+                setattr(self, name, torch.compile(getattr(self, name)))
         self.reset(self._env_index)
 
     def _to_device(self) -> None:
