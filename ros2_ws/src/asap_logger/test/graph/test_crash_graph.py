@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import signal
 import subprocess
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
+from asap_msgs.srv import StartEpisode  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from harness import Operator, publisher, start_recorder  # noqa: E402
 
@@ -82,31 +84,31 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def _rlimit_fsize(limit: int):
-    """Fallback where tmpfs cannot be mounted: files above ``limit`` bytes fail with EFBIG."""
-    import resource
+FILE_LIMIT = 1_500_000
+"""Where tmpfs cannot be mounted (CI containers), files above this many bytes fail with EFBIG instead."""
 
-    def apply() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return apply
+def _ignore_sigxfsz() -> None:
+    """In the recorder's process: a write past RLIMIT_FSIZE fails with EFBIG instead of killing it."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def test_disk_full_fails_the_episode_not_the_node(small_disk: tuple[Path, bool]) -> None:
     disk, mounted = small_disk
-    extra = {} if mounted else {"preexec_fn": _rlimit_fsize(1_500_000)}
+    extra = {} if mounted else {"preexec_fn": _ignore_sigxfsz}
     rclpy.init()
     recorder = start_recorder(disk, "chunk_period_s:=0.1", "min_free_mb:=0", "fsync:=false", **extra)
     op = Operator()
     try:
         op.wait_ready()
-        first = op.start("first")
+        first = op.call(op.start_client, StartEpisode.Request(name="first"), timeout_s=60.0)  # a loaded CI
         pub = publisher("lowstate", "--rate", "500", "--seconds", "0.6")
         assert op.spin_until(lambda: pub.poll() is not None, 60)
         assert finish(pub)[0] == 0
         assert op.stop("first done").success
         kept = {p.name: p.read_bytes() for p in Path(first.bag_path).iterdir()}
+        if not mounted:  # the "disk" fills from here on (the start-up and the first episode write freely)
+            resource.prlimit(recorder.pid, resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
 
         second = op.start("second")
         assert second.success, second.message
