@@ -180,3 +180,18 @@ def test_compiled_mdp_steps_as_the_eager_one():
         torch.testing.assert_close(rew_c, rew_e, atol=1e-9, rtol=0)
         assert torch.equal(done_c, done_e)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs_before  # dynamo did compile
+
+
+def test_episode_reward_logs_are_the_means_over_the_finished_episodes():
+    env = make_env(num_envs=3, random_start=False)
+    for _ in range(3):
+        env.step(torch.zeros(3, env.num_actions))
+    env.episode_step[1] = 0  # env 1 has no finished episode to count
+    expected = {k: float(buf[[0, 2]].mean()) for k, buf in env.episode_sums.items()}
+    env.extras = {}
+    env.reset(torch.tensor([0, 1, 2]))
+    logged = {k.removeprefix("Episode_Reward/"): v for k, v in env.extras["log"].items()}
+    assert logged.keys() == expected.keys() and len(expected) > 3
+    for key, value in expected.items():
+        assert logged[key] == pytest.approx(value, rel=1e-12, abs=1e-15)
+    assert all(float(buf.abs().sum()) == 0.0 for buf in env.episode_sums.values())

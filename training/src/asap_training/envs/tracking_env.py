@@ -404,8 +404,9 @@ class TrackingEnv:
         done = env_ids[self.episode_step[env_ids] > 0]
         if done.numel():
             log = self.extras.setdefault("log", {})
-            for key, buf in self.episode_sums.items():
-                log[f"Episode_Reward/{key}"] = float(buf[done].mean())
+            sums = torch.stack(list(self.episode_sums.values()))  # (terms, envs)
+            means = sums[:, done].mean(dim=1).tolist()  # one device->host copy for every term, not one each
+            log.update({f"Episode_Reward/{key}": m for key, m in zip(self.episode_sums, means, strict=True)})
         for buf in self.episode_sums.values():
             buf[env_ids] = 0.0
 
