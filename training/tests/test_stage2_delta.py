@@ -205,3 +205,23 @@ def test_auto_joints_find_a_gap_confined_to_the_ankles(weak_ankle_recording):
     mask = chosen.mask(weak_ankle_recording.action_joints)
     picked = {j for j, m in zip(weak_ankle_recording.action_joints, mask, strict=True) if m}
     assert picked <= ankles and len(picked) >= 2
+
+
+def test_the_delta_env_compiles_as_the_gpu_would_run_it(nominal_recording):
+    """``compile_mdp`` (on by default on a GPU) on the delta env's own observation and termination terms:
+    the same replays as eager torch, under inference mode as rsl_rl collects."""
+    import dataclasses
+
+    ds = nominal_recording
+    starts = (np.zeros(3, dtype=int), np.array([0, 7, 30]))
+    envs = [DeltaEnv(dataclasses.replace(delta_env_cfg(ds, num_envs=3), compile_mdp=c), ds,
+                     DeltaCfg(action_history=2), starts=starts) for c in (True, False)]
+    rng = np.random.default_rng(0)
+    with torch.inference_mode():
+        for _ in range(6):
+            delta = torch.as_tensor(rng.normal(scale=0.3, size=(3, envs[0].num_actions)))
+            (obs_c, rew_c, done_c, _), (obs_e, rew_e, done_e, _) = (env.step(delta) for env in envs)
+            torch.testing.assert_close(obs_c["actor"], obs_e["actor"], atol=1e-9, rtol=0)
+            torch.testing.assert_close(rew_c, rew_e, atol=1e-9, rtol=0)
+            assert torch.equal(done_c, done_e)
+    assert "observations" in vars(envs[0]) and "observations" not in vars(envs[1])

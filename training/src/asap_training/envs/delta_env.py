@@ -156,7 +156,7 @@ def delta_observation(
     )
 
 
-def expand_delta(delta: Array, cols: np.ndarray, num_actions: int) -> Array:
+def expand_delta(delta: Array, cols: Array, num_actions: int) -> Array:
     """Δa over the learned joints (N, k) → over every action joint (N, A), 0 elsewhere (numpy or torch)."""
     shape = (delta.shape[0], num_actions)
     full = delta.new_zeros(shape) if isinstance(delta, torch.Tensor) else np.zeros(shape)
@@ -227,6 +227,7 @@ class DeltaEnv(TrackingEnv):
         self._first_row = index(np.concatenate(([0], np.cumsum(lengths)[:-1])))
         self._starts = None if self._starts_np is None else tuple(index(a) for a in self._starts_np)
         self._resets = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self._delta_index = index(self.delta_cols)  # the device's copy: torch.compile cannot guard numpy
 
     # --- the four hooks ---------------------------------------------------------------------------------
     def _sample_starts(self, env_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -260,7 +261,8 @@ class DeltaEnv(TrackingEnv):
 
     def _compose_action(self, applied: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         bounded = applied.clip(-self.delta_cfg.max_delta, self.delta_cfg.max_delta)
-        return self.recorded_action(), expand_delta(bounded, self.delta_cols, len(self.dataset.action_joints))
+        full = expand_delta(bounded, self._delta_index, len(self.dataset.action_joints))
+        return self.recorded_action(), full
 
     def _check_termination(self) -> None:
         frame = torch.round(self.motion_time_s / self.dt).long()
@@ -291,7 +293,7 @@ class DeltaEnv(TrackingEnv):
 
     def observations(self) -> dict[str, torch.Tensor]:
         """``actor``: :func:`delta_observation`; ``critic``: the same plus the privileged terms."""
-        last_delta = expand_delta(self.action, self.delta_cols, len(self.dataset.action_joints))
+        last_delta = expand_delta(self.action, self._delta_index, len(self.dataset.action_joints))
         earlier, scales = self.earlier_recorded_actions(), self.delta_cfg.obs_scales
         actor = delta_observation(self, self.recorded_action(), earlier, last_delta, scales)
         privileged = [
