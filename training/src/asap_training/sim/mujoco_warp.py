@@ -303,7 +303,7 @@ class MujocoWarpSimulator:
     def _read_state(self, ids: torch.Tensor) -> None:
         """Derive the state of envs ``ids`` on the device from their packed raw arrays (no copy)."""
         count = ids.numel()
-        packed = self._packed_t if count == self.num_envs else self._packed_t[ids]
+        packed = self._packed_t if ids is self._all_t else self._packed_t[ids]  # rows in the order of ids
         flags = packed[:, -1].to(torch.int64) & int(FATAL_OVERFLOW)
         if bool(flags.any()):  # the one value a step brings to the host
             kinds = mjw.OverflowType(int(np.bitwise_or.reduce(to_numpy(flags))))
