@@ -298,12 +298,15 @@ class RecorderNode(Node):
             message_count=event.message_count,
         )
         msg.header.stamp = self.get_clock().now().to_msg()
-        self._events.publish(msg)
-        log = self.get_logger().error if event.kind.name == "FAILED" else self.get_logger().info
-        log(
-            f"episode {event.episode_id} {event.kind.name.lower()}: {event.reason} "
-            f"({event.message_count} messages, {event.bag_path})"
-        )
+        if self.context.ok():  # the last episode's stop comes during shutdown, with no one to publish to
+            self._events.publish(msg)
+        text = (f"episode {event.episode_id} {event.kind.name.lower()}: {event.reason} "
+                f"({event.message_count} messages, {event.bag_path})")
+        # two call sites: rclpy refuses one call site that logs at two severities
+        if event.kind.name == "FAILED":
+            self.get_logger().error(text)
+        else:
+            self.get_logger().info(text)
 
     # -- diagnostics ------------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:

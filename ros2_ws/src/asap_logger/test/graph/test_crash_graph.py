@@ -129,7 +129,8 @@ def test_disk_full_fails_the_episode_not_the_node(small_disk: tuple[Path, bool])
         code, _, err = finish(recorder)
     reason = "No space left on device" if mounted else "File too large"
     assert reason in failed.reason and reason in error.message and failed.episode_id in error.message
-    assert reason in err  # and in the log
+    assert "[ERROR]" in err and f"{failed.episode_id} failed: {failed.reason}" in err  # logged as an error
+    assert "Traceback" not in err, err[-2000:]  # every event reached the log and /recorder/episode_events
     assert code == 0
     assert {p.name: p.read_bytes() for p in Path(first.bag_path).iterdir()} == kept  # untouched
     assert open_episode(first.bag_path).counts["/lowstate"] == 300
