@@ -211,7 +211,10 @@ class PolicyNode(Node):
     def _release(self, switcher: MotionSwitcherClient) -> None:
         v = self.values
         ok, message = switcher.release(v["motion_switcher_attempts"], v["motion_switcher_timeout_s"])
-        (self.get_logger().info if ok else self.get_logger().error)(f"motion switcher: {message}")
+        if ok:  # two call sites: rclpy refuses one call site that logs at two severities
+            self.get_logger().info(f"motion switcher: {message}")
+        else:
+            self.get_logger().error(f"motion switcher: {message}")
         self.loop.motion_switcher_released(ok, message)
 
     # -- graph ----------------------------------------------------------------------------------
