@@ -180,6 +180,15 @@ def test_compiled_mdp_steps_as_the_eager_one():
         torch.testing.assert_close(rew_c, rew_e, atol=1e-9, rtol=0)
         assert torch.equal(done_c, done_e)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs_before  # dynamo did compile
+    # the curricula move every reset during training: a new value must not mean new compiled code
+    compiled = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for k in range(10):
+        for env in envs:
+            env.penalty_scale, env.far_threshold = 0.1 + 0.05 * k, 1.5 - 0.1 * k
+        (_, rew_c, done_c, _), (_, rew_e, done_e, _) = (env.step(actions) for env in envs)
+        torch.testing.assert_close(rew_c, rew_e, atol=1e-9, rtol=0)
+        assert torch.equal(done_c, done_e)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compiled
 
 
 def test_episode_reward_logs_are_the_means_over_the_finished_episodes():

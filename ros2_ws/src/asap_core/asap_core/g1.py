@@ -268,9 +268,10 @@ FEET: tuple[str, ...] = ("left_ankle_roll_link", "right_ankle_roll_link")
 """The foot bodies, left then right."""
 
 
-def point_indices(names: tuple[str, ...] | list[str]) -> np.ndarray:
-    """Indices of named points in :data:`TRACKED_POINTS`."""
+def point_indices(names: tuple[str, ...] | list[str]) -> list[int]:
+    """Indices of named points in :data:`TRACKED_POINTS`, as a list: it indexes numpy arrays and tensors
+    alike, and torch.compile takes it as a constant (a numpy array would break its graph)."""
     missing = [n for n in names if n not in TRACKED_POINTS]
     if missing:
         raise KeyError(f"not tracked points: {missing}; tracked: {TRACKED_POINTS}")
-    return np.array([TRACKED_POINTS.index(n) for n in names], dtype=np.intp)
+    return [TRACKED_POINTS.index(n) for n in names]

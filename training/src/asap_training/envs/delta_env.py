@@ -190,6 +190,8 @@ def dataset_library(dataset: RealDataset, kin: G1Kinematics) -> MotionLibrary:
 class DeltaEnv(TrackingEnv):
     """Open-loop replays of a :class:`RealDataset` with the agent's Δa added (module docstring)."""
 
+    COMPILED = ("_refresh", "_check_termination", "_reward", "observations")  # noise-free observations
+
     def __init__(
         self,
         cfg: TrackingEnvCfg,

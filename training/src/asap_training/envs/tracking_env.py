@@ -54,9 +54,9 @@ def _resolve_terms(module: ModuleType, names: dict[str, str]) -> dict[str, Calla
 class TrackingEnv:
     """N G1s tracking reference motions (see the module docstring)."""
 
-    COMPILED = ("_refresh", "_check_termination", "_reward", "observations")
+    COMPILED: tuple[str, ...] = ("_refresh", "_check_termination", "_reward", "_observe")
     """The fixed-shape, every-env steps of the MDP that ``TrackingEnvCfg.compile_mdp`` compiles (resets,
-    whose size varies from step to step, stay eager)."""
+    whose size varies from step to step, and random draws stay eager)."""
 
     def __init__(self, cfg: TrackingEnvCfg, motions: MotionLibrary | None = None) -> None:
         """Build physics (asap_sim), motions, joint maps, term tables and buffers; reset every env."""
@@ -100,6 +100,9 @@ class TrackingEnv:
         self.time_out = torch.zeros(n, dtype=torch.bool, device=self.device)
         self.push_timer_s = self._zeros(n)
         cur = cfg.curriculum
+        # the curricula's values as the compiled MDP reads them: 0-dim tensors, updated in place (a float
+        # would be a constant of the compiled code, recompiled at each change until torch.compile gives up)
+        self._penalty_scale_t, self._far_threshold_t = self._zeros(), self._zeros()
         self.penalty_scale = cur.penalty_scale
         self.far_threshold = cfg.terminations.far_threshold
         self.avg_episode_length = 0.0
@@ -279,7 +282,7 @@ class TrackingEnv:
         g = quat.rotate_inv(self.state.root_quat_w, self._down)
         tilt = (g[:, :2].abs() > t.gravity_xy).any(dim=1)
         dist = torch.linalg.norm(self.points.pos_w - self.ref.pos_w, dim=-1)
-        far = (dist > self.far_threshold).any(dim=1)
+        far = (dist > self._far_threshold_t).any(dim=1)
         self.time_out = self.motion_time_s >= self.motions.duration_s[self.motion_ids] - 1e-9
         self.terminated = (tilt | far) & ~self.time_out
 
@@ -289,10 +292,30 @@ class TrackingEnv:
             term = self.cfg.rewards[key]
             value = func(self, **term.params) * term.weight * self.dt
             if term.penalty:
-                value = value * self.penalty_scale
+                value = value * self._penalty_scale_t
             self.episode_sums[key] += value
             total += value
         return total
+
+    @property
+    def penalty_scale(self) -> float:
+        """The penalty curriculum's scale of the penalty rewards (ASAP's)."""
+        return self._penalty_scale
+
+    @penalty_scale.setter
+    def penalty_scale(self, value: float) -> None:
+        self._penalty_scale = float(value)
+        self._penalty_scale_t.fill_(self._penalty_scale)
+
+    @property
+    def far_threshold(self) -> float:
+        """The termination curriculum's distance (m) from the reference past which an episode ends."""
+        return self._far_threshold
+
+    @far_threshold.setter
+    def far_threshold(self, value: float) -> None:
+        self._far_threshold = float(value)
+        self._far_threshold_t.fill_(self._far_threshold)
 
     def curriculum_state(self) -> dict[str, float]:
         """What a checkpoint must carry for a resumed run to continue the curricula."""
@@ -426,10 +449,16 @@ class TrackingEnv:
 
     def observations(self) -> dict[str, torch.Tensor]:
         """``actor`` (ASAP 380-dim, noisy) and ``critic`` (noise-free actor terms + privileged terms)."""
+        dims = {t.name: t.dim for t in self.actor_spec.terms}
+        noise = {name: self._uniform(-width, width, (self.num_envs, dims[name]))
+                 for name, width in self.cfg.observations.noise.items()}
+        return self._observe(noise)
+
+    def _observe(self, noise: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """:meth:`observations` given its noise, drawn before: torch.compile cannot trace the env's seeded
+        generator, so the draw stays outside the compiled function."""
         values = compute_terms(self.actor_spec, self.obs_inputs())
-        noisy = dict(values)
-        for name, width in self.cfg.observations.noise.items():
-            noisy[name] = values[name] + self._uniform(-width, width, values[name].shape)
+        noisy = {name: value + noise[name] if name in noise else value for name, value in values.items()}
         actor = self._actor.build_from_values(noisy)
         privileged = [
             self.critic_funcs[k](self) * scale for k, scale in self.cfg.observations.critic_terms.items()

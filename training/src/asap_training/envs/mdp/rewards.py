@@ -18,8 +18,8 @@ from asap_core.quat import Array
 if TYPE_CHECKING:
     from asap_training.envs.tracking_env import TrackingEnv
 
-_LOWER = point_indices(LOWER_BODY).tolist()  # lists: constants to torch.compile, numpy arrays are not
-_UPPER = point_indices(UPPER_BODY).tolist()
+_LOWER = point_indices(LOWER_BODY)
+_UPPER = point_indices(UPPER_BODY)
 
 
 def _mean_sq(a: Array, b: Array) -> Array:
@@ -41,7 +41,7 @@ def body_pos_upper_lower_exp(
 
 def points_pos_exp(env: TrackingEnv, points: Sequence[str], sigma: float) -> Array:
     """``exp(-ē/σ)`` over named points (VR 3-point: hands + head; feet)."""
-    idx = point_indices(tuple(points)).tolist()
+    idx = point_indices(tuple(points))
     return namespace(env.q).exp(-_mean_sq(env.points.pos_w[:, idx], env.ref.pos_w[:, idx]) / sigma)
 
 
