@@ -18,3 +18,6 @@ $bench --compile off --configs mujoco_warp:cuda:4096:0 | tee -a "$OUT/bench_env.
 $bench --configs mujoco:cpu:256:0 | tee -a "$OUT/bench_env.jsonl"
 python training/bench/bench_sim_backends.py --sims mujoco_warp --device cuda:0 --num-envs 1024 4096 8192 \
   --json | tee "$OUT/bench_sim_backends.jsonl"
+# where a step's time goes at 4096 envs: host ms, torch ops and CUDA kernels per MDP section
+python training/bench/profile_step.py --sim mujoco_warp --device cuda --num-envs 4096 --json \
+  | tee "$OUT/profile_step.json"
