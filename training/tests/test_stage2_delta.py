@@ -12,7 +12,7 @@ from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.warm_start import joint_shares, select_joints
 from asap_training.envs import actions as action_path
-from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim
+from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim, delta_obs_layout
 from asap_training.envs.delta_model import DeltaModel, DeltaModelMeta, FrozenDelta, export_delta_model
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout_twin
@@ -66,6 +66,18 @@ def test_delta_env_starts_at_recorded_states_and_observes_the_recorded_action(no
     # the two recorded actions before, newest first; before the first frame the first one (held)
     np.testing.assert_allclose(obs[:, 2 * a : 3 * a], tr.action[[0, 6, 29]])
     np.testing.assert_allclose(obs[:, 3 * a : 4 * a], tr.action[[0, 5, 28]])
+    # the layout other code reads the observation by (the joint-linear πΔ) names the same columns
+    layout = delta_obs_layout(a, 2)
+    assert list(layout) == [
+        "last_delta", "action", "earlier_actions", "base_ang_vel", "base_lin_vel", "base_height", "dof_pos",
+        "dof_vel", "feet_force", "projected_gravity",
+    ]  # fmt: skip
+    np.testing.assert_allclose(obs[:, layout["action"]], tr.action[frames])
+    np.testing.assert_allclose(obs[:, layout["earlier_actions"]][:, a:], tr.action[[0, 5, 28]])
+    np.testing.assert_allclose(obs[:, layout["base_height"]][:, 0], tr.base_pos_w[frames, 2], atol=1e-12)
+    np.testing.assert_allclose(obs[:, layout["dof_pos"]], env.q - env.default_q)
+    np.testing.assert_allclose(obs[:, layout["projected_gravity"]][:, 2], -1.0, atol=0.05)  # standing
+    assert layout["projected_gravity"].stop == obs.shape[1]
 
 
 def test_delta_is_scaled_once_by_the_same_function_in_delta_training_and_fine_tuning(

@@ -67,7 +67,8 @@ def test_visited_targets_start_at_the_states_the_replay_reached(weak_ankle_recor
     run = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), "nominal").trajectory
     nominal = RealDataset((run,), 0.02, ds.action_joints, ds.sha256, 0)
     obs, targets, before, _ = visited_targets(nominal, horizon, cfg, _NoCorrection(4))
-    assert obs.shape == (64, delta_obs_dim(len(ds.action_joints), 0)) and targets.shape == (64, 4)
+    width = delta_obs_dim(len(ds.action_joints), horizon.action_history)
+    assert obs.shape == (64, width) and targets.shape == (64, 4)
     assert before < 1e-3
     # on the weak-ankle recording the nominal replay drifts, and the search brings the next states back
     _, _, drifted, after = visited_targets(ds, horizon, cfg, _NoCorrection(4))
@@ -87,9 +88,17 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
     )  # fmt: skip
     model = DeltaModel(path)
     assert model.sha256 == sha and model.meta.dataset_sha256 == ds.sha256
-    assert sum(model.meta.mask) == 4
+    assert sum(model.meta.mask) == 4 and model.meta.action_history == ANKLES.action_history
     replay = functools.partial(open_loop_errors, ds, horizons_s=(0.25,), max_windows=16)
     assert replay(delta_model=path)["0.25"]["e_g_mpjpe_mm"] < replay()["0.25"]["e_g_mpjpe_mm"]
+    # the default model is the joint-linear one: each DAgger round's fit scored, the best exported
+    selection = json.loads((tmp_path / "delta" / "selection.json").read_text())
+    assert selection["candidates"] == "DAgger round" and sorted(selection["scores"]) == ["0", "1"]
+    assert selection["chosen_error_mm"] == min(selection["scores"].values())
+    assert selection["chosen_error_mm"] < selection["no_correction_error_mm"]
+    exported = open_loop_errors(ds, delta_model=path, horizons_s=(1.0,))["1"]["e_g_mpjpe_mm"]
+    assert exported == pytest.approx(selection["chosen_error_mm"], rel=1e-9)
+    assert not (tmp_path / "delta" / "model_0.pt").exists()  # no PPO ran
 
     out = tmp_path / "policy_asap.onnx"
     cfg = FineTuneCfg(iterations=1, num_envs=4, delta_model=path, dataset_sha256=ds.sha256)
@@ -105,11 +114,13 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
 def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_ankle_recording, tmp_path):
     ds, run = weak_ankle_recording, tmp_path / "delta"
     warm = WarmStartCfg(max_samples=96, epochs=150, visited_rounds=0)  # the warm start itself: other tests
-    cfg = DeltaTrainCfg(iterations=4, num_envs=8, warm_start=warm, critic_warmup=2, select_every=1)
+    cfg = DeltaTrainCfg(
+        model="mlp", iterations=4, num_envs=8, warm_start=warm, critic_warmup=2, select_every=1
+    )
     path, sha = train_delta(ds, run, cfg, delta=ANKLES, progress=False)
     selection = json.loads((run / "selection.json").read_text())
     scores = {int(k): v for k, v in selection["scores"].items()}
-    assert sorted(scores) == [0, 1, 2, 3, 4]
+    assert sorted(scores) == [0, 1, 2, 3, 4] and selection["candidates"] == "PPO iteration"
     # the actor (weights and input normalizer) stays the warm start while only the critic learns
     assert scores[0] == scores[1] == scores[2]
     # then PPO moves it gently (rsl_rl's adaptive rate replaced it in one iteration: delta_ppo_cfg)
@@ -137,9 +148,11 @@ def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ank
 
 def test_asap_delta_passes_the_warm_start_options_on():
     p = delta_cli.parser()
-    argv = ["--dataset", "d", "--run-dir", "r", "--visited-rounds", "3", "--joints", ".*_knee_.*"]
+    argv = ["--dataset", "d", "--run-dir", "r", "--visited-rounds", "3", "--joints", ".*_knee_.*", "--ridge",
+            "0.01", "--model", "mlp"]  # fmt: skip
     cfg, delta = delta_cli.configs(p, p.parse_args(argv))
-    assert cfg.warm_start is not None and cfg.warm_start.visited_rounds == 3
+    assert cfg.warm_start is not None and cfg.warm_start.visited_rounds == 3 and cfg.warm_start.ridge == 0.01
+    assert cfg.model == "mlp" and delta_cli.configs(p, p.parse_args(argv[:4]))[0].model == "joint_linear"
     assert delta.joints == (".*_knee_.*",)
     cfg, _ = delta_cli.configs(p, p.parse_args(["--dataset", "d", "--run-dir", "r", "--no-warm-start"]))
     assert cfg.warm_start is None

@@ -10,7 +10,7 @@ from dataclasses import replace
 from asap_core.config_options import ConfigParser
 from asap_training.cli.common import add_dataset, add_run_dir, add_threads, load_dataset, parse
 from asap_training.delta import train as library
-from asap_training.delta.train import DeltaTrainCfg, train_delta
+from asap_training.delta.train import MODELS, DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.openloop import open_loop_errors
@@ -21,12 +21,13 @@ def parser() -> ConfigParser:
     p = ConfigParser("asap-delta", library.__doc__)
     add_dataset(p)
     add_run_dir(p, "output directory (outside git)")
+    p.field(DeltaTrainCfg, "model", choices=MODELS)
     p.fields(DeltaTrainCfg, "iterations", "num_envs")
     p.field(DeltaCfg, "horizon_s", "--horizon")
     p.field(DeltaCfg, "joints")
     p.fields(DeltaTrainCfg, "profile", "select_every")
     p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
-    p.fields(WarmStartCfg, "search_ticks", "visited_rounds")
+    p.fields(WarmStartCfg, "search_ticks", "visited_rounds", "ridge")
     p.field(DeltaTrainCfg, "seed")
     add_threads(p)
     return p

@@ -44,7 +44,7 @@ from asap_training.baselines.sysid import SysidCfg, identify
 from asap_training.cli.common import add_threads, parse
 from asap_training.data.dataset import RealDataset, merge_datasets
 from asap_training.data.ingest import IngestError, ingest, read_episode, summary
-from asap_training.delta.train import DeltaTrainCfg, train_delta
+from asap_training.delta.train import MODELS, DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
@@ -120,8 +120,11 @@ class DemoCfg:
     """ASAP's iteration: each further round records as many data episodes again with the policy the
     round before fine-tuned (with the excitation), refits πΔ on all data so far and fine-tunes that
     policy again; the last round's policy is the one evaluated. Baselines use the first round's data."""
+    delta_model: str = DeltaTrainCfg.model
+    """πΔ's model (``DeltaTrainCfg.model``): ``joint_linear`` (per-joint linear, fitted to the warm start's
+    targets, no PPO) or ``mlp`` (the paper's MLP: warm start, then ``delta_iterations`` PPO iterations)."""
     delta_iterations: int = 60
-    """PPO iterations of each πΔ fit."""
+    """PPO iterations of each πΔ fit (``mlp`` only)."""
     delta_search_ticks: int = WarmStartCfg.search_ticks
     """Ticks each warm-start target search looks ahead (``WarmStartCfg.search_ticks``; 1: the old
     one-tick search, faster and worse on every gap measured)."""
@@ -398,15 +401,18 @@ class RoundFit:
 
 def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str) -> RoundFit:
     """Steps 4 and 5 of one round: fit πΔ on ``dataset`` and fine-tune ``parent`` with it frozen."""
-    step(4, f"fitting πΔ (warm start + {cfg.delta_iterations} PPO iterations, joints {cfg.delta_joints})")
+    fit = (f"{cfg.delta_visited_rounds} DAgger rounds" if cfg.delta_model == "joint_linear"
+           else f"warm start + {cfg.delta_iterations} PPO iterations")  # fmt: skip
+    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints})")
     delta_dir = cfg.out / f"delta{tag}"
     warm = WarmStartCfg(search_ticks=cfg.delta_search_ticks, visited_rounds=cfg.delta_visited_rounds)
-    budget = DeltaTrainCfg(iterations=cfg.delta_iterations, num_envs=cfg.num_envs, seed=cfg.seed,
-                           warm_start=warm)
+    budget = DeltaTrainCfg(model=cfg.delta_model, iterations=cfg.delta_iterations, num_envs=cfg.num_envs,
+                           seed=cfg.seed, warm_start=warm)  # fmt: skip
     delta_path, _ = train_delta(dataset, delta_dir, budget, delta=DeltaCfg(joints=cfg.delta_joints))
     selection = json.loads((delta_dir / "selection.json").read_text())
     scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
-    print(f"πΔ kept from iteration {selection['chosen_iteration']} ({selection['metric']} by iteration: "
+    unit = selection["candidates"]
+    print(f"πΔ kept from {unit} {selection['chosen_iteration']} ({selection['metric']} by {unit}: "
           f"{scores})", flush=True)  # fmt: skip
     open_loop = {
         OPEN_LOOP_NONE: open_loop_errors(dataset),
@@ -496,6 +502,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "seed")
     p.field(DemoCfg, "delta_joints")
     p.field(DemoCfg, "rounds")
+    p.field(DemoCfg, "delta_model", choices=MODELS)
     p.field(DemoCfg, "delta_iterations")
     p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds")
     p.field(DemoCfg, "finetune_iterations")

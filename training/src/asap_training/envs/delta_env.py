@@ -57,10 +57,11 @@ class DeltaCfg:
     auto_coverage: float = 0.8
     """With ``joints=("auto",)``: keep the fewest joints whose one-step corrections Δa* carry this share
     of the total (sum over joints of mean Δa*²)."""
-    action_history: int = 0
+    action_history: int = 1
     """Earlier recorded actions πΔ sees besides a_t (a_{t-1}, ...): where commands act late (latency), the
-    motion during tick t answers those, and a πΔ without them cannot tell. 0 as in ASAP's πΔ: 2 helped a
-    little on one latency gap (1 s open loop 37.4 -> 33.4 mm, still worse than no correction)."""
+    motion during tick t answers those, and a πΔ without them cannot tell. ASAP's πΔ sees none; with the
+    MLP, 2 helped a little on one latency gap (1 s open loop 37.4 -> 33.4 mm, still worse than no
+    correction). 1 covers a latency up to one control period, the random gaps' range (0-30 ms)."""
     max_delta: float = 1.0
     """|Δa| bound (normalized action units; 1.0 = 0.25 rad of target). πΔ is a correction fitted on the
     states and actions the data visited; unbounded, it extrapolates on the unseen ones fine-tuning explores
@@ -164,9 +165,21 @@ def expand_delta(delta: Array, cols: Array, num_actions: int) -> Array:
     return full
 
 
+def delta_obs_layout(num_actions: int, action_history: int) -> dict[str, slice]:
+    """Where each term of :func:`delta_observation` lies (its columns, in its order); per-joint terms are
+    in action-joint order (``earlier_actions``: newest first, one block of ``num_actions`` per tick)."""
+    widths = {
+        "last_delta": num_actions, "action": num_actions, "earlier_actions": action_history * num_actions,
+        "base_ang_vel": 3, "base_lin_vel": 3, "base_height": 1, "dof_pos": num_actions,
+        "dof_vel": num_actions, "feet_force": 2, "projected_gravity": 3,
+    }  # fmt: skip
+    ends = np.cumsum(list(widths.values()))
+    return {k: slice(int(end - w), int(end)) for (k, w), end in zip(widths.items(), ends, strict=True)}
+
+
 def delta_obs_dim(num_actions: int, action_history: int) -> int:
     """Width of :func:`delta_observation`."""
-    return (4 + action_history) * num_actions + 3 + 3 + 1 + 2 + 3
+    return list(delta_obs_layout(num_actions, action_history).values())[-1].stop
 
 
 def dataset_library(dataset: RealDataset, kin: G1Kinematics) -> MotionLibrary:
