@@ -5,7 +5,8 @@
    processes over DDS; one fresh graph per episode);
 2. record evaluation episodes of the shipped policy as deployed (no excitation): the Vanilla row;
 3. ingest the data bags into a real-trajectory dataset;
-4. fit the delta-action model πΔ on it (warm start + PPO in open-loop replays), open-loop replay errors;
+4. fit the delta-action model πΔ on it (``--delta-model``: per-joint linear by default, or the paper's MLP
+   with PPO) in open-loop replays, open-loop replay errors;
 5. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines),
    unless πΔ replays the data no better than no correction: then the policy is kept (``--finetune-min-gain``);
 6. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
