@@ -24,7 +24,8 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
     out = tmp_path / "demo"
     main([
         "--out", str(out), "--gap", "random:3", "--rounds", "2", "--episodes", "1", "--eval-episodes", "1",
-        "--delta-iterations", "1", "--finetune-iterations", "1", "--delta-joints", "auto", "--threads", "1",
+        "--delta-iterations", "1", "--finetune-iterations", "1", "--finetune-envs", "8",
+        "--delta-joints", "auto", "--threads", "1",
         "--finetune-min-gain=-inf",  # whatever πΔ this budget fits: the test is of the rounds' plumbing
         "--delta-search-ticks", "1", "--delta-visited-rounds", "0",  # the quickest warm start
     ])  # fmt: skip
@@ -40,3 +41,7 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
     assert report["config"]["rounds"] == 2
     assert any("round 2" in row for row in report["open_loop"])
     assert (out / "policy_asap_r2.onnx").is_file() and (out / "finetune_asap" / "policy.onnx").is_file()
+    # each fine-tuning scored its parent and its one update, and exported the better one
+    for run in ("finetune_asap", "finetune_asap_r2"):
+        selection = json.loads((out / run / "selection.json").read_text())
+        assert selection["chosen_iterate"] in (0, 1) and sorted(selection["scores"]) == ["0", "1"]

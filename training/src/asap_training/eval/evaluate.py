@@ -18,6 +18,7 @@ Writes the metrics of :mod:`asap_training.eval.metrics` as JSON and a plot::
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -111,8 +112,9 @@ def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:
         )
 
 
-def rollout(env: TrackingEnv, policy: OnnxPolicy) -> Rollout:
-    """Run until the motion ends or the robot falls; records the state of every policy step."""
+def rollout(env: TrackingEnv, policy: Callable[[np.ndarray], np.ndarray]) -> Rollout:
+    """Run ``policy`` (one actor observation → one action, e.g. an :class:`OnnxPolicy`) until the motion
+    ends or the robot falls; records the state of every policy step."""
     obs = env.observations()["actor"]
     robot, ref = [env.points.pos_w[0].cpu().numpy()], [env.ref.pos_w[0].cpu().numpy()]
     while True:

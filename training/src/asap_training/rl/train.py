@@ -216,6 +216,7 @@ def train(
     progress: bool = True,
     env: TrackingEnv | None = None,
     before_learn: Callable[[TrackingRunner], None] | None = None,
+    on_start: Callable[[TrackingRunner], None] | None = None,
     on_iteration: Callable[[TrackingRunner, int], None] | None = None,
     device: str = "cpu",
 ) -> TrackingRunner:
@@ -223,6 +224,7 @@ def train(
 
     ``env`` (built from ``env_cfg``) replaces the default tracking env, e.g. stage 2's delta env;
     ``before_learn`` sees the runner before the first update of a fresh run (e.g. a warm start);
+    ``on_start`` before the first update of this call, fresh or resumed (e.g. to score the loaded policy);
     ``on_iteration(runner, it)`` after each update. Under ``torchrun`` every process steps its own envs
     (seeded ``seed + rank``), gradients are averaged across processes and rank 0 writes the run directory;
     ``device`` ``cuda`` means this process's GPU (``cuda:<local rank>``).
@@ -248,6 +250,8 @@ def train(
         runner.load(str(checkpoint))
     elif before_learn is not None:
         before_learn(runner)
+    if on_start is not None:
+        on_start(runner)
     remaining = ppo_cfg.max_iterations - runner.current_learning_iteration
     if remaining > 0:
         runner.learn(remaining)
