@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -10,13 +11,17 @@ import pytest
 import torch
 
 from asap_core import g1
+from asap_core.artifact import load_artifact
+from asap_core.inference import OnnxPolicy
 from asap_core.joint_map import JointMap
 from asap_core.observation import ObservationBuilder, ObsInputs, motion_phase
 from asap_sim.model import G1Indices
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout
 
 NO_DR = DomainRandCfg.off()
+SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 
 
 def make_env(**kw) -> TrackingEnv:
@@ -204,3 +209,19 @@ def test_episode_reward_logs_are_the_means_over_the_finished_episodes():
     for key, value in expected.items():
         assert logged[key] == pytest.approx(value, rel=1e-12, abs=1e-15)
     assert all(float(buf.abs().sum()) == 0.0 for buf in env.episode_sums.values())
+
+
+def test_an_env_that_ended_an_episode_starts_the_next_as_a_new_one():
+    """Observation history, action queue and the ctrl in flight in the actuation latency all start over
+    (30 ms: commands in flight when the episode ends), so a rollout after one the env ended itself is the
+    new env's rollout, to the bit."""
+    artifact = load_artifact(SHIPPED)
+    cfg = eval_env_cfg(artifact, EvalCfg(profile="latency"))
+    policy = OnnxPolicy(artifact)
+    env = TrackingEnv(cfg)
+    first, again = rollout(env, policy), rollout(env, policy)
+    new = rollout(TrackingEnv(cfg), policy)
+    assert len(first.robot_pos_w) > 100 and not first.fell
+    np.testing.assert_array_equal(again.robot_pos_w, first.robot_pos_w)
+    np.testing.assert_array_equal(new.robot_pos_w, first.robot_pos_w)
+    assert env.observations() is env.observations()  # asking twice does not advance the history

@@ -21,10 +21,10 @@ from asap_training.delta.warm_start import WarmStartCfg, recorded_targets, visit
 from asap_training.envs.delta_env import DeltaCfg, delta_obs_dim
 from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.eval.evaluate import eval_env_cfg, rollout, rollout_twin
+from asap_training.eval.evaluate import deterministic, eval_env_cfg, rollout, rollout_twin
 from asap_training.eval.metrics import tracking_metrics
 from asap_training.eval.openloop import open_loop_errors
-from asap_training.rl.finetune import FineTuneCfg, fine_tune, finetune_env_cfg, scoring_env_cfg
+from asap_training.rl.finetune import FineTuneCfg, fine_tune, finetune_env_cfg
 from asap_training.rl.train import read_params
 
 PARENT = Path(__file__).resolve().parents[1] / "policies" / "arm_swing"
@@ -113,7 +113,7 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
     scores = {int(k): v["e_g_mpjpe_mm"] for k, v in selection["scores"].items()}
     assert sorted(scores) == [0, 1, 2] and selection["chosen_error_mm"] == min(scores.values())
     assert len(set(scores.values())) == 3  # each update moved the policy
-    scoring = TrackingEnv(scoring_env_cfg(finetune_env_cfg(read_params(PARENT)[0], cfg)))
+    scoring = TrackingEnv(deterministic(finetune_env_cfg(read_params(PARENT)[0], cfg)))
     run = rollout(scoring, OnnxPolicy(artifact))
     exported = tracking_metrics(run.robot_pos_w, run.ref_pos_w, run.fell).e_g_mpjpe_mm
     assert exported == pytest.approx(selection["chosen_error_mm"], rel=1e-4)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asap_core import g1
-from asap_core.arrays import as_float, broadcast, concat, namespace, where
+from asap_core.arrays import as_float, broadcast, concat, copy, namespace, where
 from asap_sim.profiles import DynamicsProfile
 
 EFFORT_LIMIT = g1.joint_array("effort_limit", g1.MOTOR_ORDER)
@@ -135,8 +135,17 @@ class ControlDelay:
         if steps < 0 or substeps < 1:
             raise ValueError(f"latency steps must be >= 0 and substeps >= 1, got {steps}, {substeps}")
         self.substeps = substeps
+        self._off = off
         self._late, self._split = divmod(steps, substeps)  # whole policy steps late, then physics steps
         self._history: deque[np.ndarray] = deque([off] * (self._late + 2), maxlen=self._late + 2)
+
+    def clear(self, rows: np.ndarray) -> None:
+        """The batch entries ``rows`` start over, their motors off until their next ctrl arrives: a reset
+        env of a batch must not receive the ctrl its previous episode left in flight."""
+        for k, ctrl in enumerate(self._history):
+            ctrl = copy(ctrl)  # an entry may be a read-only broadcast view, or shared with other periods
+            ctrl[rows] = self._off[rows]
+            self._history[k] = ctrl
 
     def push(self, ctrl: np.ndarray) -> list[tuple[np.ndarray, int]]:
         """Enqueue this policy step's ctrl; return ``(ctrl, physics steps)`` pieces that reach the motors

@@ -108,6 +108,20 @@ def test_control_delay_matches_the_per_physics_step_definition(steps: int, subst
     assert applied == _per_physics_step(ctrls, steps, substeps)
 
 
+def test_cleared_rows_start_over_as_a_new_delay_line() -> None:
+    """A reset env gets no ctrl its last episode left in flight; the other envs keep theirs."""
+    steps, substeps = 5, 4  # one whole period late, then one physics step
+    delay, fresh = ControlDelay(steps, substeps, np.zeros((3, 2))), ControlDelay(steps, substeps, np.zeros((3, 2)))
+    for i in range(3):
+        delay.push(np.broadcast_to(np.full(2, float(i + 1)), (3, 2)))  # read-only views, as the batch pushes
+    delay.clear(np.array([1]))
+    new = np.full((3, 2), 9.0)
+    pieces = delay.push(new)
+    assert [n for _, n in pieces] == [1, 3]
+    assert [float(c[1, 0]) for c, _ in pieces] == [float(c[1, 0]) for c, _ in fresh.push(new)] == [0.0, 0.0]
+    assert [float(c[0, 0]) for c, _ in pieces] == [2.0, 3.0]  # untouched rows: still one period late
+
+
 def test_zero_delay_is_pass_through() -> None:
     ctrl = np.ones(3)
     assert ControlDelay(0, 10, np.zeros(3)).push(ctrl) == [(ctrl, 10)]

@@ -108,6 +108,7 @@ class TrackingEnv:
         self.avg_episode_length = 0.0
         self.episode_sums = {k: self._zeros(n) for k in self.reward_funcs}
         self.extras: dict = {}
+        self._obs: dict[str, torch.Tensor] | None = None  # this state's observations, once built
         self._to_device()
         compile_mdp = cfg.compile_mdp if cfg.compile_mdp is not None else self.device.type == "cuda"
         if compile_mdp:
@@ -235,6 +236,7 @@ class TrackingEnv:
     def step(self, action: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, dict]:
         """Advance one policy step; returns (observations, reward, done, extras)."""
         self.prev_action = self.action
+        self._obs = None
         action = torch.as_tensor(action, device=self.device, dtype=self.dtype)
         self.action = action.clip(-self.cfg.actions.clip, self.cfg.actions.clip)
         self._queue = torch.roll(self._queue, 1, dims=1)
@@ -339,7 +341,9 @@ class TrackingEnv:
         }
 
     def reset(self, env_ids: torch.Tensor) -> None:
-        """Reference-state init: random motion and start time, state copied from the reference."""
+        """Reference-state init: random motion and start time, state copied from the reference. A reset env
+        starts as a new one: observation history, action queue and actuation latency emptied. (Called
+        alone, not by :meth:`step`, on some envs: the next :meth:`observations` advances the others too.)"""
         env_ids = torch.as_tensor(env_ids, device=self.device)
         if env_ids.numel() == 0:
             return
@@ -352,6 +356,7 @@ class TrackingEnv:
         self.sim.reset(env_ids, *self._initial_state(m, start))
         mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         mask[env_ids] = True
+        self._obs = None
         self._actor.reset(mask)
         self._critic_hist.reset(mask)
         self.action[env_ids] = 0.0
@@ -448,11 +453,15 @@ class TrackingEnv:
         )
 
     def observations(self) -> dict[str, torch.Tensor]:
-        """``actor`` (ASAP 380-dim, noisy) and ``critic`` (noise-free actor terms + privileged terms)."""
-        dims = {t.name: t.dim for t in self.actor_spec.terms}
-        noise = {name: self._uniform(-width, width, (self.num_envs, dims[name]))
-                 for name, width in self.cfg.observations.noise.items()}
-        return self._observe(noise)
+        """``actor`` (ASAP 380-dim, noisy) and ``critic`` (noise-free actor terms + privileged terms) of the
+        current state. Built once per state, since building advances the observation history: asking again
+        (e.g. a rollout's first observation after :meth:`step` began a new episode) returns the same."""
+        if self._obs is None:
+            dims = {t.name: t.dim for t in self.actor_spec.terms}
+            noise = {name: self._uniform(-width, width, (self.num_envs, dims[name]))
+                     for name, width in self.cfg.observations.noise.items()}
+            self._obs = self._observe(noise)
+        return self._obs
 
     def _observe(self, noise: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """:meth:`observations` given its noise, drawn before: torch.compile cannot trace the env's seeded

@@ -36,7 +36,7 @@ from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Drive, Twin, TwinConfig
 from asap_training.data.dataset import RealTrajectory
-from asap_training.envs.config import DomainRandCfg, ObservationCfg, TerminationCfg, TrackingEnvCfg
+from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
 
@@ -75,24 +75,34 @@ class Rollout:
     """Why the node's safety layer would have latched DAMPING (twin rollouts; "" = it would not)."""
 
 
+def deterministic(cfg: TrackingEnvCfg) -> TrackingEnvCfg:
+    """``cfg`` as one env that scores a policy: from the motion's start, no observation noise, no domain
+    randomization, no motion-far termination (an episode ends when the robot falls or the motion does, as on
+    the twin and the robot)."""
+    return replace(
+        cfg,
+        num_envs=1,
+        random_start=False,
+        observations=replace(cfg.observations, noise={}),
+        terminations=replace(cfg.terminations, far_threshold=1e9, far_curriculum=False),
+        domain_rand=DomainRandCfg.off(),
+    )
+
+
 def eval_env_cfg(artifact: PolicyArtifact, cfg: EvalCfg | None = None) -> TrackingEnvCfg:
-    """A deterministic single-env config matching the artifact's contract, on ``cfg``'s motion, profile
-    and physics rate."""
+    """A :func:`deterministic` config matching the artifact's contract, on ``cfg``'s motion, profile and
+    physics rate."""
     cfg = cfg or EvalCfg()
     meta = artifact.metadata
     decimation = round(cfg.physics_hz * meta.control_dt)
-    return TrackingEnvCfg(
+    return deterministic(TrackingEnvCfg(
         physics_dt=meta.control_dt / decimation,
         decimation=decimation,
-        num_envs=1,
         motions=(cfg.motion or meta.motion.name,),
         profile=cfg.profile,
-        random_start=False,
         joint_names=tuple(meta.joint_names),
-        observations=ObservationCfg(history=max(t.history for t in meta.observation.terms), noise={}),
-        terminations=TerminationCfg(far_threshold=1e9, far_curriculum=False),
-        domain_rand=DomainRandCfg.off(),
-    )
+        observations=ObservationCfg(history=max(t.history for t in meta.observation.terms)),
+    ))  # fmt: skip
 
 
 def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:

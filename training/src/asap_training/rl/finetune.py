@@ -35,7 +35,7 @@ from asap_core.artifact import Provenance, load_artifact
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.eval.evaluate import rollout
+from asap_training.eval.evaluate import deterministic, rollout
 from asap_training.eval.metrics import tracking_metrics
 from asap_training.rl.export import export_runner
 from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params, train
@@ -115,26 +115,16 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
     return env
 
 
-def scoring_env_cfg(env: TrackingEnvCfg) -> TrackingEnvCfg:
-    """One env of the fine-tuning simulator (its correction kept), deterministic, from the motion's start."""
-    return replace(
-        env,
-        num_envs=1,
-        random_start=False,
-        observations=replace(env.observations, noise={}),
-        domain_rand=DomainRandCfg.off(),
-    )
-
-
 class IterateSelector:
-    """Scores the runner's policy in :func:`scoring_env_cfg`'s env when training starts (iterate 0: the
-    loaded policy), every ``every`` updates after and after the last one (the ``on_start`` and
-    ``on_iteration`` hooks of :func:`~asap_training.rl.train.train`); keeps the best weights. A rollout
-    that fell ranks after every one that did not."""
+    """Scores the runner's policy in one :func:`~asap_training.eval.evaluate.deterministic` env of the
+    fine-tuning simulator (its correction kept) when training starts (iterate 0: the loaded policy), every
+    ``every`` updates after and after the last one (the ``on_start`` and ``on_iteration`` hooks of
+    :func:`~asap_training.rl.train.train`); keeps the best weights. A rollout that fell ranks after every
+    one that did not."""
 
     def __init__(self, env_cfg: TrackingEnvCfg, every: int, until: int) -> None:
         """``until``: the training's ``max_iterations`` (its last update is scored too)."""
-        self.env_cfg = scoring_env_cfg(env_cfg)
+        self.env = TrackingEnv(deterministic(env_cfg))  # each rollout starts from the motion's start again
         self.every, self.until = every, until
         self.start = 0
         self.scores: dict[int, dict] = {}
@@ -158,10 +148,7 @@ class IterateSelector:
         def act(obs: np.ndarray) -> np.ndarray:
             return module(torch.as_tensor(obs, dtype=torch.float32)[None])[0].numpy()
 
-        # a fresh env each time: every rollout starts as asap-eval's does (a reset env's observation
-        # history differs from a new one's for the first ticks: the shipped policy scored 0.3 mm apart,
-        # a 4-env 1-update iterate 62.7 vs 159.2 mm)
-        run = rollout(TrackingEnv(self.env_cfg), act)
+        run = rollout(self.env, act)
         metrics = tracking_metrics(run.robot_pos_w, run.ref_pos_w, run.fell)
         self.scores[iterate] = {"e_g_mpjpe_mm": metrics.e_g_mpjpe_mm, "fell": run.fell}
         key = (run.fell, metrics.e_g_mpjpe_mm)

@@ -151,6 +151,12 @@ class DriveInput:
             self._delay = ControlDelay(self.latency_steps, substeps, ctrl * 0.0)
         return self._delay.push(ctrl)
 
+    def clear(self, env_ids: Any) -> None:
+        """Reset envs start with their motors off, as a new batch does (no ctrl of the last episode left
+        in the latency)."""
+        if self._delay is not None:
+            self._delay.clear(env_ids)
+
 
 class Simulator(Protocol):
     """A batch of G1 physics instances (see the module docstring for the contract)."""

@@ -121,6 +121,7 @@ class MujocoCpuSimulator:
             d.qpos[self._qpos_sl] = self._sensed_q[i] = joint_pos[k]
             d.qvel[self._qvel_sl] = self._sensed_dq[i] = joint_vel[k]
             mujoco.mj_forward(self.models[self.variant[i]], d)
+        self._drive.clear(env_ids)
         self._read_state(env_ids)
 
     def set_floating_state(

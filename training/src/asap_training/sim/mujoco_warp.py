@@ -206,6 +206,7 @@ class MujocoWarpSimulator:
         staged_qpos[ids], staged_qvel[ids] = qpos, qvel
         mask.zero_()
         mask[ids] = True
+        self._drive.clear(ids)
         with wp.ScopedDevice(self._wp_device):
             self._run(("reset",), self._reset_worlds)
             self._read_state(ids)
