@@ -111,9 +111,9 @@ def test_control_delay_matches_the_per_physics_step_definition(steps: int, subst
 def test_cleared_rows_start_over_as_a_new_delay_line() -> None:
     """A reset env gets no ctrl its last episode left in flight; the other envs keep theirs."""
     steps, substeps = 5, 4  # one whole period late, then one physics step
-    delay, fresh = ControlDelay(steps, substeps, np.zeros((3, 2))), ControlDelay(steps, substeps, np.zeros((3, 2)))
+    delay, fresh = (ControlDelay(steps, substeps, np.zeros((3, 2))) for _ in range(2))
     for i in range(3):
-        delay.push(np.broadcast_to(np.full(2, float(i + 1)), (3, 2)))  # read-only views, as the batch pushes
+        delay.push(np.broadcast_to(np.full(2, float(i + 1)), (3, 2)))  # read-only, as a batch pushes
     delay.clear(np.array([1]))
     new = np.full((3, 2), 9.0)
     pieces = delay.push(new)
