@@ -135,7 +135,7 @@ class ControlDelay:
         if steps < 0 or substeps < 1:
             raise ValueError(f"latency steps must be >= 0 and substeps >= 1, got {steps}, {substeps}")
         self.substeps = substeps
-        self._off = off
+        self.off = off
         self._late, self._split = divmod(steps, substeps)  # whole policy steps late, then physics steps
         self._history: deque[np.ndarray] = deque([off] * (self._late + 2), maxlen=self._late + 2)
 
@@ -144,7 +144,7 @@ class ControlDelay:
         env of a batch must not receive the ctrl its previous episode left in flight."""
         for k, ctrl in enumerate(self._history):
             ctrl = copy(ctrl)  # an entry may be a read-only broadcast view, or shared with other periods
-            ctrl[rows] = self._off[rows]
+            ctrl[rows] = self.off[rows]
             self._history[k] = ctrl
 
     def push(self, ctrl: np.ndarray) -> list[tuple[np.ndarray, int]]:

@@ -116,15 +116,17 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
 
 
 class IterateSelector:
-    """Scores the runner's policy in one :func:`~asap_training.eval.evaluate.deterministic` env of the
-    fine-tuning simulator (its correction kept) when training starts (iterate 0: the loaded policy), every
-    ``every`` updates after and after the last one (the ``on_start`` and ``on_iteration`` hooks of
-    :func:`~asap_training.rl.train.train`); keeps the best weights. A rollout that fell ranks after every
-    one that did not."""
+    """Scores the runner's policy in the fine-tuning simulator (its correction kept) when training starts
+    (iterate 0: the loaded policy), every ``every`` updates after and after the last one (the ``on_start``
+    and ``on_iteration`` hooks of :func:`~asap_training.rl.train.train`); keeps the best weights. A score
+    is one rollout of each motion from its start in a :func:`~asap_training.eval.evaluate.deterministic`
+    env: the mean E_g-mpjpe, and whether any fell (a policy that fell ranks after every one that did not).
+    """
 
     def __init__(self, env_cfg: TrackingEnvCfg, every: int, until: int) -> None:
         """``until``: the training's ``max_iterations`` (its last update is scored too)."""
-        self.env = TrackingEnv(deterministic(env_cfg))  # each rollout starts from the motion's start again
+        # one env per motion: an env of several would draw a different one at each reset
+        self.envs = {m: TrackingEnv(replace(deterministic(env_cfg), motions=(m,))) for m in env_cfg.motions}
         self.every, self.until = every, until
         self.start = 0
         self.scores: dict[int, dict] = {}
@@ -148,10 +150,14 @@ class IterateSelector:
         def act(obs: np.ndarray) -> np.ndarray:
             return module(torch.as_tensor(obs, dtype=torch.float32)[None])[0].numpy()
 
-        run = rollout(self.env, act)
-        metrics = tracking_metrics(run.robot_pos_w, run.ref_pos_w, run.fell)
-        self.scores[iterate] = {"e_g_mpjpe_mm": metrics.e_g_mpjpe_mm, "fell": run.fell}
-        key = (run.fell, metrics.e_g_mpjpe_mm)
+        errors, fell = {}, False
+        for motion, env in self.envs.items():
+            run = rollout(env, act)
+            errors[motion] = tracking_metrics(run.robot_pos_w, run.ref_pos_w, run.fell).e_g_mpjpe_mm
+            fell |= run.fell
+        error = float(np.mean(list(errors.values())))
+        self.scores[iterate] = {"e_g_mpjpe_mm": error, "fell": fell, "per_motion_mm": errors}
+        key = (fell, error)
         if self.best is None or key < self.best[0]:
             self.best = (key, iterate, copy.deepcopy(policy.state_dict()))
 
@@ -163,7 +169,8 @@ class IterateSelector:
         (fell, error), iterate, state = self.best
         runner.alg.get_policy().load_state_dict(state)
         report.write_text(json.dumps({
-            "metric": "E_g-mpjpe (mm) of one rollout from the motion start in the fine-tuning simulator",
+            "metric": "mean E_g-mpjpe (mm) of one rollout of each motion from its start in the fine-tuning "
+                      "simulator",
             "iterates": "PPO updates since the loaded checkpoint (0: the loaded policy)",
             "loaded_iteration": self.start,
             "scores": {str(k): v for k, v in self.scores.items()},

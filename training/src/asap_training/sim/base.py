@@ -153,9 +153,15 @@ class DriveInput:
 
     def clear(self, env_ids: Any) -> None:
         """Reset envs start with their motors off, as a new batch does (no ctrl of the last episode left
-        in the latency)."""
-        if self._delay is not None:
-            self._delay.clear(env_ids)
+        in the latency). ``env_ids``: numpy or a tensor on any device, whatever kind the ctrl are."""
+        if self._delay is None or not self.latency_steps:  # without a latency only the newest ctrl acts
+            return
+        off = self._delay.off
+        if isinstance(off, torch.Tensor):
+            self._delay.clear(torch.as_tensor(env_ids, device=off.device).long())
+        else:
+            ids = env_ids.cpu().numpy() if isinstance(env_ids, torch.Tensor) else np.asarray(env_ids)
+            self._delay.clear(ids.astype(np.intp))
 
 
 class Simulator(Protocol):
@@ -177,8 +183,12 @@ class Simulator(Protocol):
         root_ang_vel_w: torch.Tensor,
         joint_pos: torch.Tensor,
         joint_vel: torch.Tensor,
+        keep_latency: bool = False,
     ) -> None:
-        """Teleport the given envs to a state (joint arrays (M, 29), motor order)."""
+        """Start the given envs over from a state (joint arrays (M, 29), motor order): solver warm start and
+        ctrl cleared, and the actuation latency's ctrl in flight dropped (motors off until their next ctrl
+        arrives), as a new batch starts. ``keep_latency``: keep the ctrl in flight (a teleport within an
+        episode, as the lock-step parity tests do)."""
 
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` (batched (N, 29)) for ``substeps`` physics steps with the PD drive law."""

@@ -107,8 +107,10 @@ class MujocoCpuSimulator:
         root_ang_vel_w: np.ndarray,
         joint_pos: np.ndarray,
         joint_vel: np.ndarray,
+        keep_latency: bool = False,
     ) -> None:
-        """Teleport envs; free-joint qvel is (world linear, body angular) velocity."""
+        """Start envs over (see :meth:`~asap_training.sim.base.Simulator.reset`); free-joint qvel is (world
+        linear, body angular) velocity."""
         env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel = (
             to_numpy(x) for x in (env_ids, root_pos_w, root_quat_w, root_lin_vel_w, joint_pos, joint_vel)
         )
@@ -121,7 +123,8 @@ class MujocoCpuSimulator:
             d.qpos[self._qpos_sl] = self._sensed_q[i] = joint_pos[k]
             d.qvel[self._qvel_sl] = self._sensed_dq[i] = joint_vel[k]
             mujoco.mj_forward(self.models[self.variant[i]], d)
-        self._drive.clear(env_ids)
+        if not keep_latency:
+            self._drive.clear(env_ids)
         self._read_state(env_ids)
 
     def set_floating_state(

@@ -188,9 +188,11 @@ class MujocoWarpSimulator:
         root_ang_vel_w: np.ndarray,
         joint_pos: np.ndarray,
         joint_vel: np.ndarray,
+        keep_latency: bool = False,
     ) -> None:
-        """Teleport envs (cleared as by ``mj_resetData``: zero warm start, ctrl, forces); free-joint qvel is
-        (world linear, body angular) velocity."""
+        """Start envs over (:meth:`~asap_training.sim.base.Simulator.reset`; cleared as by
+        ``mj_resetData``: zero warm start, ctrl, forces); free-joint qvel is (world linear, body angular)
+        velocity."""
         ids = self._ids(env_ids)
         if ids.numel() == 0:
             return
@@ -206,7 +208,8 @@ class MujocoWarpSimulator:
         staged_qpos[ids], staged_qvel[ids] = qpos, qvel
         mask.zero_()
         mask[ids] = True
-        self._drive.clear(ids)
+        if not keep_latency:
+            self._drive.clear(ids)
         with wp.ScopedDevice(self._wp_device):
             self._run(("reset",), self._reset_worlds)
             self._read_state(ids)
