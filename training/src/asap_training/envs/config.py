@@ -7,7 +7,7 @@ stage-1 settings (arXiv 2502.01143 §II and ASAP's ``humanoidverse/config``) unl
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from asap_core import g1
@@ -117,6 +117,11 @@ class TerminationCfg:
     far_degree: float = 5e-5
     """Relative change of the threshold per finished episode. ASAP: 2.5e-5 with 4096 envs and ~100k
     iterations; a CPU run sees ~30k episodes, so the default is scaled up to reach ~0.5 m within one run."""
+
+    def falls_only(self) -> TerminationCfg:
+        """These terminations without the motion-far one: an episode ends when the robot falls or the
+        motion does, as on the twin and the robot (evaluation, fine-tuning, open-loop replays)."""
+        return replace(self, far_threshold=1e9, far_curriculum=False)
 
 
 @dataclass(kw_only=True)

@@ -121,7 +121,7 @@ def delta_env_cfg(
         seed=seed,
         observations=ObservationCfg(noise={}),
         rewards=delta_rewards(),
-        terminations=TerminationCfg(far_threshold=1e9, far_curriculum=False),
+        terminations=TerminationCfg().falls_only(),
         curriculum=CurriculumCfg(
             penalty_scale=1.0, penalty_degree=0.0, soft_dof_pos=0.95, soft_dof_vel=0.95, soft_torque=0.95
         ),

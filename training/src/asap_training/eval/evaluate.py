@@ -84,7 +84,7 @@ def deterministic(cfg: TrackingEnvCfg) -> TrackingEnvCfg:
         num_envs=1,
         random_start=False,
         observations=replace(cfg.observations, noise={}),
-        terminations=replace(cfg.terminations, far_threshold=1e9, far_curriculum=False),
+        terminations=cfg.terminations.falls_only(),
         domain_rand=DomainRandCfg.off(),
     )
 

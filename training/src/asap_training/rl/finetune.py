@@ -99,7 +99,7 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
         profile=cfg.profile or parent.profile,
         simulator=cfg.simulator or parent.simulator,
         simulator_args=dict(cfg.simulator_args) if cfg.simulator else parent.simulator_args,
-        terminations=replace(parent.terminations, far_threshold=1e9, far_curriculum=False),
+        terminations=parent.terminations.falls_only(),
         domain_rand=replace(
             DomainRandCfg() if cfg.table_vi_dr else parent.domain_rand,
             push_interval_s=None,

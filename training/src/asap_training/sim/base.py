@@ -160,8 +160,7 @@ class DriveInput:
         if isinstance(off, torch.Tensor):
             self._delay.clear(torch.as_tensor(env_ids, device=off.device).long())
         else:
-            ids = env_ids.cpu().numpy() if isinstance(env_ids, torch.Tensor) else np.asarray(env_ids)
-            self._delay.clear(ids.astype(np.intp))
+            self._delay.clear(to_numpy(env_ids).astype(np.intp))
 
 
 class Simulator(Protocol):
