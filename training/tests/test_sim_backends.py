@@ -261,3 +261,32 @@ def test_warp_graph_replay_equals_eager_launches(motor_params):
         for f in FIELDS:
             np.testing.assert_array_equal(replayed[f], eager[f])
     assert len(sims[0].captured) == 2  # one step layout and one reset, replayed for every subset
+
+
+@pytest.mark.parametrize("backend", ["cpu", "warp"])
+def test_a_reset_env_drops_the_ctrl_in_flight_on_both_backends(backend, motor_params):
+    """30 ms latency (6 physics steps): an env reset without ``keep_latency`` has its motors off until its
+    first ctrl after the reset arrives (the whole next policy step, 4 substeps), while an env that was not
+    reset keeps acting on the ctrl it sent before; ``keep_latency`` keeps it for the reset env too. Without
+    the clearing the last episode's commands would drive the new one's first steps."""
+    delay = latency_steps(load_profile("latency").actuation_latency_ms, DT)
+    assert DECIMATION < delay < 2 * DECIMATION
+    models = _models((1.0,))
+    sim = (MujocoCpuSimulator(models, NUM_ENVS, motor_params, delay, threads=1) if backend == "cpu"
+           else MujocoWarpSimulator(models, NUM_ENVS, motor_params, delay, device="cpu"))
+    start = _initial_state(models[0])
+    sim.reset(*start)
+    commands = _commands()
+    for cmd in commands[:3]:
+        sim.step(cmd, DECIMATION)
+    reset_one = (np.array([1]), *(a[1:2] for a in start[1:]))
+    sim.reset(*reset_one)
+    sim.step(commands[3], DECIMATION)
+    torque = np.abs(_numpy(sim.state.joint_torque)).sum(axis=-1)
+    assert torque[1] == 0.0
+    assert np.all(torque[[0, 2, 3]] > 10.0)
+    sim.step(commands[4], DECIMATION)  # its first ctrl acts from the 3rd substep of this step
+    assert np.abs(_numpy(sim.state.joint_torque[1])).sum() > 10.0
+    sim.reset(*reset_one, keep_latency=True)
+    sim.step(commands[5], DECIMATION)
+    assert np.abs(_numpy(sim.state.joint_torque[1])).sum() > 10.0
