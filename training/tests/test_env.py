@@ -18,7 +18,7 @@ from asap_core.observation import ObservationBuilder, ObsInputs, motion_phase
 from asap_sim.model import G1Indices
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout
+from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout, rollouts
 
 NO_DR = DomainRandCfg.off()
 SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
@@ -225,3 +225,26 @@ def test_an_env_that_ended_an_episode_starts_the_next_as_a_new_one():
     np.testing.assert_array_equal(again.robot_pos_w, first.robot_pos_w)
     np.testing.assert_array_equal(new.robot_pos_w, first.robot_pos_w)
     assert env.observations() is env.observations()  # asking twice does not advance the history
+
+
+def test_batched_rollouts_record_each_env_up_to_its_own_end():
+    """Three envs, the shipped policy in envs 0 and 2 and a flailing one in env 1: env 1 falls early and
+    its record stops there, while envs 0 and 2 run to the motion's end, each equal to the one-env rollout
+    to the bit (the batch does not mix the envs, and the envs reset after env 1's fall are not recorded)."""
+    artifact = load_artifact(SHIPPED)
+    cfg = eval_env_cfg(artifact, EvalCfg(profile="latency"))
+    policy = OnnxPolicy(artifact)
+    flail = np.random.default_rng(0)
+
+    def act(obs: torch.Tensor) -> np.ndarray:
+        actions = np.stack([policy(o) for o in obs.cpu().numpy()])
+        actions[1] = flail.uniform(-3.0, 3.0, actions.shape[1])
+        return actions
+
+    single = rollout(TrackingEnv(cfg), policy)
+    runs = rollouts(TrackingEnv(dataclasses.replace(cfg, num_envs=3)), act)
+    assert [r.fell for r in runs] == [False, True, False]
+    assert len(runs[1].robot_pos_w) < len(single.robot_pos_w) // 2
+    for run in (runs[0], runs[2]):
+        np.testing.assert_array_equal(run.robot_pos_w, single.robot_pos_w)
+        np.testing.assert_array_equal(run.ref_pos_w, single.ref_pos_w)

@@ -23,7 +23,8 @@ def parser() -> ConfigParser:
     add_out(p, "artifact path (default <run-dir>/policy.onnx)")
     p.fields(FineTuneCfg, "iterations", "num_envs")
     p.field(FineTuneCfg, "delta_model", "--delta")
-    p.fields(FineTuneCfg, "profile", "table_vi_dr", "select_every", "dataset_sha256", "seed")
+    p.fields(FineTuneCfg, "profile", "table_vi_dr", "select_every", "select_episodes")
+    p.fields(FineTuneCfg, "dataset_sha256", "seed")
     add_threads(p)
     return p
 

@@ -39,6 +39,7 @@ from asap_training.data.dataset import RealTrajectory
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
+from asap_training.sim.base import to_numpy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,19 +124,28 @@ def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:
 
 
 def rollout(env: TrackingEnv, policy: Callable[[np.ndarray], np.ndarray]) -> Rollout:
-    """Run ``policy`` (one actor observation → one action, e.g. an :class:`OnnxPolicy`) until the motion
-    ends or the robot falls; records the state of every policy step."""
+    """Run ``policy`` (one actor observation → one action, e.g. an :class:`OnnxPolicy`) in a one-env
+    ``env`` until the motion ends or the robot falls; records the state of every policy step."""
+    return rollouts(env, lambda obs: policy(obs[0].cpu().numpy())[None])[0]
+
+
+def rollouts(env: TrackingEnv, policy: Callable[[torch.Tensor], np.ndarray | torch.Tensor]) -> list[Rollout]:
+    """Run a batched ``policy`` (the envs' actor observations → their actions) until every env's episode
+    ended (its motion's end or a fall); each env's states of every policy step up to its own end."""
     obs = env.observations()["actor"]
-    robot, ref = [env.points.pos_w[0].cpu().numpy()], [env.ref.pos_w[0].cpu().numpy()]
-    while True:
-        out, _, done, extras = env.step(policy(obs[0].cpu().numpy())[None])
+    robot, ref = [env.points.pos_w.cpu().numpy()], [env.ref.pos_w.cpu().numpy()]
+    length, fell = np.zeros(env.num_envs, dtype=int), np.zeros(env.num_envs, dtype=bool)
+    while not length.all():
+        out, _, done, extras = env.step(policy(obs))
         obs = out["actor"]
-        if done[0]:
-            fell = not bool(extras["time_outs"][0])
-            return Rollout(np.array(robot), np.array(ref), fell, env.dt)
-        # the state after a step that ended the episode is already the next episode's: not recorded
-        robot.append(env.points.pos_w[0].cpu().numpy())
-        ref.append(env.ref.pos_w[0].cpu().numpy())
+        ended = to_numpy(done).astype(bool) & (length == 0)
+        fell[ended] = ~to_numpy(extras["time_outs"]).astype(bool)[ended]
+        # the state after a step that ended an episode is already the next episode's: not recorded
+        length[ended] = len(robot)
+        robot.append(env.points.pos_w.cpu().numpy())
+        ref.append(env.ref.pos_w.cpu().numpy())
+    robot_w, ref_w = np.stack(robot, axis=1), np.stack(ref, axis=1)
+    return [Rollout(robot_w[i, :n], ref_w[i, :n], bool(fell[i]), env.dt) for i, n in enumerate(length)]
 
 
 def rollout_twin(
