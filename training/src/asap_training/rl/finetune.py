@@ -135,8 +135,9 @@ class IterateSelector:
     :attr:`FineTuneCfg.select_every`).
     """
 
-    def __init__(self, env_cfg: TrackingEnvCfg, every: int, until: int, episodes: int = 16) -> None:
-        """``until``: the training's ``max_iterations`` (its last update is scored too)."""
+    def __init__(self, env_cfg: TrackingEnvCfg, every: int, until: int, episodes: int) -> None:
+        """``until``: the training's ``max_iterations`` (its last update is scored too); ``episodes``:
+        rollouts per motion (:attr:`FineTuneCfg.select_episodes`)."""
         # one env per motion: an env of several would draw a different one at each reset
         self.envs = {
             m: TrackingEnv(replace(env_cfg, num_envs=episodes, random_start=False, motions=(m,)))
