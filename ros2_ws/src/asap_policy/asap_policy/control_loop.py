@@ -37,6 +37,11 @@ SIM_CLOCK_POLL_S = 0.1
 SYNC_STATE_WAIT_S = 0.05
 """Under sim time, how long (wall) a tick waits for the LowState of its own sim time before it runs on
 the newest one (a simulator whose ticks are not its sim time in ms costs this much per tick)."""
+LOCKSTEP_STATE_WAIT_S = 2.0
+"""The same wait when the newest LowState is from the tick's own period: the simulator's ticks are its
+sim time, so the state is late or lost, and a lock-step twin re-sends it while it waits for our command
+(its ``resend_s``, 0.5 s). Longer than that, so that a starved or dropped best-effort /lowstate costs a
+pause, not a tick on an old state (seen on 2 busy cores: 3 such ticks in a row latched 'stale')."""
 JOIN_TIMEOUT_S = 1.0
 """How long :meth:`ControlLoop.stop` waits for each thread."""
 SAFE_STOP_COMMANDS = 3
@@ -519,9 +524,13 @@ class ControlLoop:
             # A lock-step twin publishes the state of this tick, then its /clock, then waits for our
             # command; DDS does not order the two topics, so the state may still be in flight. Wait
             # for it (the twin's LowState.tick is its sim time in ms; asap_sim README, lock-step).
-            wanted_tick, give_up = round(deadline_ns / 1e6), time.monotonic() + SYNC_STATE_WAIT_S
-            while self._running and self._newest_tick() < wanted_tick and time.monotonic() < give_up:
-                self._sim_progress.wait(SYNC_STATE_WAIT_S)
+            wanted_tick, t0 = round(deadline_ns / 1e6), time.monotonic()
+            while self._running and (newest := self._newest_tick()) < wanted_tick:
+                in_period = wanted_tick - newest <= period_ns / 1e6
+                left = (LOCKSTEP_STATE_WAIT_S if in_period else SYNC_STATE_WAIT_S) - (time.monotonic() - t0)
+                if left <= 0.0:
+                    break
+                self._sim_progress.wait(min(left, SIM_CLOCK_POLL_S))
         return self._running
 
     def _resend_command(self) -> None:

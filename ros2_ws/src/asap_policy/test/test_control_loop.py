@@ -387,3 +387,40 @@ def test_the_threads_tick_on_the_steady_clock_until_stopped(policy_file) -> None
     count = len(reports)
     time.sleep(3 * DT)
     assert len(reports) == count, "a tick ran after stop()"
+
+
+def _wait_for(done: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return done()
+
+
+def test_under_sim_time_a_tick_waits_for_its_own_lowstate_while_the_simulator_counts_ms(policy_file) -> None:
+    clock, sent, reports = ManualClock(), [], []
+    loop = ControlLoop(LoopCfg(writer_rate_hz=0.0, sim_time=True),
+                       Controller(ControlCfg(control_dt=DT), policy_file("zero")), clock, Log(),
+                       Outputs(sent.append, reports.append, lambda: True))
+    start_ms = clock.t // MS
+    loop.on_lowstate(lowstate(tick=start_ms))
+    loop.start()
+    try:
+        assert _wait_for(lambda: len(reports) == 1)
+        # a lock-step twin's next period: its states up to 2 ms before the deadline arrived, then its
+        # /clock reached the deadline; the deadline's own state is late (a starved or lost best-effort sample)
+        loop.on_lowstate(lowstate(tick=start_ms + 18))
+        clock.t += PERIOD
+        loop.notify_clock()
+        time.sleep(0.3)  # six times the wait for a simulator whose ticks are not ms
+        assert len(reports) == 1 and len(sent) == 1, "ticked on a state of the previous period"
+        loop.on_lowstate(lowstate(tick=start_ms + 20))  # delivered (or re-sent by the twin)
+        assert _wait_for(lambda: len(reports) == 2)
+        assert reports[1].state is not None and reports[1].state.tick == start_ms + 20
+        # a simulator whose LowState.tick is not its time in ms: the tick runs on its newest state soon
+        loop.on_lowstate(lowstate(tick=7))
+        clock.t += PERIOD
+        loop.notify_clock()
+        assert _wait_for(lambda: len(reports) == 3, timeout_s=1.0)
+        assert reports[2].state is not None and reports[2].state.tick == 7
+    finally:
+        loop.stop()

@@ -5,9 +5,10 @@ The artifact is loaded and validated by ``asap_core.artifact``. Two backends:
 - ``env`` (default): the training env with every randomization, observation noise and the motion-far
   termination off, starting at the motion's first frame (policy run by ``asap_core.inference``);
 - ``twin``: the simulated G1 twin's ROS-free core (``asap_sim.twin.Twin``: 500 Hz drives, IMU and joint
-  sensors with the profile's noise and latency) driven by the policy node's own tick code
-  (``asap_core.control.LoadedPolicy``), starting from the twin's standing pose as the node does. The
-  ROS graph version (node + twin over DDS) records episodes that :mod:`asap_training.eval.metrics` also reads.
+  sensors with the profile's noise and latency) driven by the policy node's own tick
+  (``asap_core.control.Controller``) through a graph episode's sequence: band, RAMP, HOLD, POLICY with the
+  band let go. The ROS graph version (node + twin over DDS) records episodes that
+  :mod:`asap_training.eval.metrics` also reads.
 
 Writes the metrics of :mod:`asap_training.eval.metrics` as JSON and a plot::
 
@@ -26,12 +27,11 @@ from typing import Literal
 import numpy as np
 import torch
 
-from asap_core import g1, quat
+from asap_core import quat
 from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
-from asap_core.control import LoadedPolicy, RobotState
+from asap_core.control import ControlCfg, Controller, LoadedPolicy, RobotState, TickOutput
 from asap_core.inference import OnnxPolicy
-from asap_core.observation import motion_phase
-from asap_core.safety import SafetyCfg, SafetyFilter
+from asap_core.modes import Event, Mode
 from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Drive, Twin, TwinConfig
@@ -156,60 +156,67 @@ def rollout_twin(
     action_noise: float = 0.0,
     twin_config: TwinConfig | None = None,
 ) -> Rollout:
-    """The artifact on the twin core, ticked like the policy node: LowState → LoadedPolicy → LowCmd.
+    """The artifact on the twin core, run as a graph episode runs it: the policy node's own tick
+    (``asap_core.control.Controller``, its default configuration) on the twin's LowState, the twin reset
+    into the band, RAMP to the policy's default pose, HOLD, then POLICY with the band let go at the
+    policy's first command, until the motion ends or the node's safety layer latches DAMPING.
 
     Also returns the run as a stage-2 trajectory (sensed joints, ground-truth base as mocap would give,
-    applied actions), the ROS-free counterpart of an ingested episode bag. ``action_noise`` is the node's
-    excitation (``action_noise_std``: white noise on the clipped action, seeded with ``seed``).
-    ``twin_config``: the twin's physics step and drive (default :class:`TwinConfig`'s); it runs released,
-    seeded ``seed``.
-    A LowState the node's safety layer would trip on (too fast, tilted) ends the run as the node's DAMPING
-    latch does: :attr:`Rollout.fault` says why.
+    the applied action after the safety filter, as an ingested episode bag has them).
+    ``action_noise`` is the node's excitation (``action_noise_std``, seeded with ``seed``).
+    ``twin_config``: the twin's physics step and drive (default :class:`TwinConfig`'s); its sensor noise
+    is seeded with ``seed``. A fault (too fast, non-finite) or a fall (pelvis tilted past 53°) ends the
+    run: :attr:`Rollout.fault` says why the node latched DAMPING.
     """
     meta = artifact.metadata
-    excitation = np.random.default_rng(seed)
-    twin = Twin(load_profile(profile), replace(twin_config or TwinConfig(), band_held=False, seed=seed))
-    safety = SafetyFilter.for_joints(g1.MOTOR_ORDER, SafetyCfg())
-    policy = LoadedPolicy(artifact)
-    kp_fill, kd_fill = g1.gains(g1.MOTOR_ORDER, "asap")
-    kp = policy.joint_map.apply(policy.kp, fill=kp_fill)
-    kd = policy.joint_map.apply(policy.kd, fill=kd_fill)
+    twin = Twin(load_profile(profile), replace(twin_config or TwinConfig(), band_held=True, seed=seed))
+    control = Controller(ControlCfg(control_dt=meta.control_dt, action_noise_std=action_noise,
+                                    action_noise_seed=seed), LoadedPolicy(artifact))
     substeps = round(meta.control_dt / twin.config.physics_dt)
-    # the twin starts at the origin: compare against the reference moved there (heading kept)
+
+    def tick(requests: tuple[Event, ...] = ()) -> TickOutput:
+        s = twin.read_state()
+        out = control.tick(RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b), 0.0,
+                           requests)
+        if out.mode is Mode.POLICY:
+            twin.release_band()  # as the graph client arms the twin: with the policy's first command
+        c = out.command
+        twin.set_command(SimMotorCommand(mode=np.ones_like(c.q), q=c.q, dq=c.dq, tau=c.tau, kp=c.kp, kd=c.kd))
+        twin.step(substeps)
+        return out
+
+    out = tick((Event.REQUEST_RAMP,))
+    while out.mode is Mode.RAMP:
+        out = tick()
+    if out.mode is not Mode.HOLD:
+        raise RuntimeError(f"the twin core did not ramp to the policy's default pose: {control.fault}")
+
+    # the twin stands where the band held it: compare against the reference moved there (heading kept)
     def reference(t: float) -> np.ndarray:
         return env.motions.sample(torch.zeros(1, dtype=torch.long), env.tensor([t])).pos_w[0].cpu().numpy()
 
     offset = twin.data.qpos[:3] - reference(0.0)[0]
     offset[2] = 0.0
-    last_action = np.zeros(policy.num_joints)
     robot, ref, rows = [], [], []
-    fell, fault = False, ""
-    for tick in range(int(meta.motion.length_s / meta.control_dt) + 1):
-        s = twin.read_state()
-        qpos, qvel = twin.data.qpos.copy(), twin.data.qvel.copy()
+    fell, requests = False, (Event.REQUEST_POLICY,)
+    for t in range(int(meta.motion.length_s / meta.control_dt) + 1):
+        s, qpos, qvel = twin.read_state(), twin.data.qpos.copy(), twin.data.qvel.copy()
         robot.append(env.kin.points(qpos)[0][0])
-        ref.append(reference(tick * meta.control_dt) + offset)
-        fault = safety.state_fault(s.q, s.dq, s.imu_quat_wxyz)
-        if fault or np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
+        ref.append(reference(t * meta.control_dt) + offset)
+        if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
             fell = True
             break
-        phase = motion_phase(tick, meta.control_dt, meta.motion.length_s)
-        state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
-        _, raw, _ = policy.step(state, last_action, phase)
-        last_action = np.clip(raw, -policy.clip, policy.clip)
-        if action_noise > 0.0:
-            last_action = last_action + excitation.normal(0.0, action_noise, last_action.shape)
-        rows.append(
-            (qpos[:3], qpos[3:7], qvel[:3], quat.rotate(qpos[3:7], qvel[3:6]), s.q, s.dq, last_action, phase)
-        )
-        q_des = policy.joint_map.apply(
-            policy.default_q + policy.scale * last_action, fill=g1.default_pose(g1.MOTOR_ORDER)
-        )
-        twin.set_command(SimMotorCommand.position(q_des, kp, kd))
-        twin.step(substeps)
+        out, requests = tick(requests), ()
+        if out.mode is Mode.DAMPING:
+            fell = True
+            break
+        rows.append((qpos[:3], qpos[3:7], qvel[:3], quat.rotate(qpos[3:7], qvel[3:6]), s.q, s.dq, out.action,
+                     out.phase))
+        if control.mode is not Mode.POLICY:  # the motion ended: the node went to HOLD
+            break
     columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None
     trajectory = RealTrajectory(f"twin:{profile}", *columns) if columns else None
-    return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory, fault)
+    return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory, control.fault)
 
 
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
@@ -247,7 +254,7 @@ def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> 
         twin_config = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive)
         r = rollout_twin(artifact, env, profile, twin_config=twin_config)
         where = (f"twin core (asap_sim.twin, {cfg.twin_physics_hz:g} Hz physics, {cfg.twin_drive} drive) "
-                 f"ticked by asap_core.control.LoadedPolicy")
+                 f"ticked by the policy node's asap_core.control.Controller")
     else:
         r = rollout(env, OnnxPolicy(artifact))
         where = f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)"
