@@ -24,6 +24,7 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
     out = tmp_path / "demo"
     main([
         "--out", str(out), "--gap", "random:3", "--rounds", "2", "--episodes", "1", "--eval-episodes", "1",
+        "--twin-episodes", "2",
         "--delta-iterations", "1", "--finetune-iterations", "1", "--finetune-envs", "8",
         "--delta-joints", "auto", "--threads", "1",
         "--finetune-min-gain=-inf",  # whatever πΔ this budget fits: the test is of the rounds' plumbing
@@ -40,6 +41,10 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
     report = json.loads((out / "report.json").read_text())
     assert report["config"]["rounds"] == 2
     assert any("round 2" in row for row in report["open_loop"])
+    twin = report["closed_loop_twin"]  # the same policies on the twin core, 2 noise seeds each
+    assert set(twin) == set(report["closed_loop"]) and {row["runs"] for row in twin.values()} == {2}
+    assert all(row["e_g_mpjpe_mm"] > 0.0 and row["e_g_mpjpe_mm_std"] >= 0.0 for row in twin.values())
+    assert "twin core (2 noise seeds per policy)" in (out / "report.md").read_text()
     assert (out / "policy_asap_r2.onnx").is_file() and (out / "finetune_asap" / "policy.onnx").is_file()
     # each fine-tuning scored its parent and its one update, and exported the better one
     for run in ("finetune_asap", "finetune_asap_r2"):

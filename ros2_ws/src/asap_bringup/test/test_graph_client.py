@@ -24,9 +24,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("rclpy")
+from asap_msgs.srv import SetMode
+from std_srvs.srv import Trigger
+
 from asap_bringup.graph_client import EpisodeEnd, GraphClient, GraphClientCfg
 from asap_core.artifact import load_artifact
-from asap_core.modes import Mode
+from asap_core.modes import Event, Mode
 from asap_core.testing import policies
 from asap_logger.reader import open_episode
 
@@ -160,3 +163,28 @@ def test_push_without_a_node_exits_2_and_says_how_to_start_one(tmp_path: Path) -
     result = _push(POLICY, timeout_s=1.0)
     assert result.returncode == 2, result
     assert "python -m asap_bringup.runner sim2sim" in result.stderr
+
+
+def test_ramp_is_requested_two_node_ticks_after_the_twin_reset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAMP interpolates from the state of its first tick, and that state may predate the twin's reset (a
+    lock-step twin reset while it waited at a sync state had published that state already): ramped from
+    the limp pose, the reset robot's feet scuffed in the band and the episode fell. Each SetMode reply
+    comes after the tick that applied it, so two requests between the reset and RAMP put RAMP on a
+    state from after the reset. The race depends on timing, so the order of the client's calls is
+    checked here, against its real service plumbing with the graph's answers stood in."""
+    calls: list[object] = []
+
+    def answer(service: str, request: object, answer_s: float | None = None) -> object:
+        if isinstance(request, SetMode.Request):
+            calls.append(Event(request.request))
+            mode = Mode.RAMP if request.request == Event.REQUEST_RAMP.value else Mode.ZERO_TORQUE
+            return SetMode.Response(accepted=True, mode=int(mode), message="")
+        calls.append(service)
+        return Trigger.Response(success=True, message="twin reset")
+
+    with GraphClient() as client:
+        monkeypatch.setattr(client, "_call", answer)
+        monkeypatch.setattr(client, "_wait", lambda predicate, timeout_s: True)  # HOLD reached
+        assert client._reset_and_ramp() == ""
+    assert calls == [client.cfg.names.twin_reset, Event.REQUEST_ZERO_TORQUE, Event.REQUEST_ZERO_TORQUE,
+                     Event.REQUEST_RAMP]

@@ -49,6 +49,7 @@ from asap_training.delta.train import MODELS, DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.eval.closed_loop import closed_loop_run, mean_metrics
+from asap_training.eval.evaluate import twin_runs
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.eval.report import closed_loop_table, open_loop_table, plot_results, write_report
 from asap_training.eval.suite import (
@@ -155,6 +156,11 @@ class DemoCfg:
     simulator further from the robot than the nominal one trains against the wrong robot (measured on a
     held-out random gap: πΔ 24.1 -> 33.0 mm at 1 s, and the policy fine-tuned in it fell, 0 %, where the
     shipped one completed, 100 %). ``--finetune-min-gain=-inf`` (with the =): always fine-tune."""
+    twin_episodes: int = 10
+    """Closed-loop rollouts per policy on the twin core too (the node's own tick on the twin without ROS,
+    noise seeds from the evaluation's first on; it reproduces a lock-step graph episode joint by joint,
+    ``training/tests/test_twin_backend_parity.py``): a cross-check of the graph's rows with more
+    episodes, at ~3 s each. 0: none."""
     episode_timeout_s: float = 120.0
     seed: int = 0
     """Seeds the twin's noise, the excitation and training: a run is reproducible."""
@@ -357,11 +363,14 @@ def run(cfg: DemoCfg) -> Path:
         for name, r in runs.items()
     }
     plot_results(open_loop, closed, curves, dataset.control_dt, out / "results.png")
+    twin = twin_rows(cfg, {VANILLA: parent_onnx} | {name: artifact for name, (artifact, _) in after.items()},
+                     eval_seed)
     table = closed_loop_table(closed)
     if fit.kept:
         table += (f"\n\nThe ASAP row is the shipped policy, kept: {fit.kept}. Its episodes are the "
                   "Vanilla row's.")
     minutes = (time.monotonic() - t_start) / 60
+    twin_title = f"Closed loop on the twin core ({cfg.twin_episodes} noise seeds per policy)"
     report = write_report(
         out,
         f"ASAP loop on the twin ('{cfg.gap}' gap: {gap})",
@@ -369,6 +378,7 @@ def run(cfg: DemoCfg) -> Path:
             "Closed loop on the gap (Table IV format)": table
             + "\n\nEvery row: episodes recorded through the ROS graph (policy node + recorder), each policy"
             + " pushed into the running node, the same twin noise seeds for every policy.",
+            **({twin_title: twin_table(twin)} if twin else {}),
             "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop),
             "Artifacts": "\n".join(
                 [
@@ -383,11 +393,34 @@ def run(cfg: DemoCfg) -> Path:
                 ]
             ),
         },
-        {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "minutes": minutes,
-         "asap_kept_policy": fit.kept},
+        {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "closed_loop_twin": twin,
+         "minutes": minutes, "asap_kept_policy": fit.kept},
     )
-    print("\n" + table + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
+    print("\n" + table + (f"\n\ntwin core:\n{twin_table(twin)}" if twin else "")
+          + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
     return report
+
+
+def twin_rows(cfg: DemoCfg, artifacts: dict[str, Path], first_seed: int) -> dict[str, dict[str, float]]:
+    """Table IV rows of each policy on the twin core (``cfg.twin_episodes`` noise seeds from
+    ``first_seed``), with the spread of E_g-mpjpe over the seeds."""
+    rows = {}
+    seeds = range(first_seed, first_seed + cfg.twin_episodes)
+    for name, artifact in artifacts.items() if cfg.twin_episodes > 0 else ():
+        runs = twin_runs(artifact, cfg.gap, seeds)
+        errors = [r.metrics.e_g_mpjpe_mm for r in runs]
+        rows[name] = mean_metrics(runs) | {"e_g_mpjpe_mm_std": float(np.std(errors))}
+        print(f"  twin core, {name}: {rows[name]['success_rate']:.0%} of {len(runs)} seeds complete, "
+              f"E_g-mpjpe {np.mean(errors):.1f} ± {np.std(errors):.1f} mm", flush=True)
+    return rows
+
+
+def twin_table(rows: dict[str, dict[str, float]]) -> str:
+    """The twin-core rows as Table IV, and the spread over the seeds."""
+    spread = "; ".join(f"{name} {row['e_g_mpjpe_mm_std']:.1f}" for name, row in rows.items())
+    return (closed_loop_table(rows) + f"\n\nE_g-mpjpe standard deviation over the seeds (mm): {spread}. "
+            "Each policy on the twin core without ROS, ticked by the policy node's own Controller through a "
+            "graph episode's band, ramp and release.")
 
 
 @dataclass(frozen=True)
@@ -505,6 +538,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "gap")
     p.field(DemoCfg, "episodes")
     p.field(DemoCfg, "eval_episodes")
+    p.field(DemoCfg, "twin_episodes")
     p.field(DemoCfg, "excitation")
     p.field(DemoCfg, "bringup")
     p.field(DemoCfg, "seed")

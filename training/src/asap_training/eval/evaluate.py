@@ -19,7 +19,7 @@ Writes the metrics of :mod:`asap_training.eval.metrics` as JSON and a plot::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -38,6 +38,7 @@ from asap_sim.twin import Drive, Twin, TwinConfig
 from asap_training.data.dataset import RealTrajectory
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.eval.closed_loop import ClosedLoopRun
 from asap_training.eval.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
 from asap_training.sim.base import to_numpy
 
@@ -217,6 +218,16 @@ def rollout_twin(
     columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None
     trajectory = RealTrajectory(f"twin:{profile}", *columns) if columns else None
     return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory, control.fault)
+
+
+def twin_runs(artifact_path: Path, profile: str, seeds: Sequence[int]) -> list[ClosedLoopRun]:
+    """The artifact on the twin core (:func:`rollout_twin`) once per twin noise seed, each scored as a
+    recorded episode is (:func:`asap_training.eval.closed_loop.mean_metrics` averages them)."""
+    artifact = load_artifact(artifact_path)
+    env = TrackingEnv(eval_env_cfg(artifact, EvalCfg(profile=profile)))
+    rollouts = (rollout_twin(artifact, env, profile, seed=seed) for seed in seeds)
+    return [ClosedLoopRun(r.robot_pos_w, r.ref_pos_w, tracking_metrics(r.robot_pos_w, r.ref_pos_w, r.fell))
+            for r in rollouts]
 
 
 def plot(r: Rollout, m: TrackingMetrics, title: str, path: Path) -> None:
