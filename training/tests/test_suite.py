@@ -39,6 +39,8 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
         "b": _report((1.0, 80.0), (2 / 3, 90.0), (1.0, 70.0), (50.0, 45.0)),
         "c": _report((1.0, 80.0), (1.0, 80.0), (1.0, 70.0), (50.0, 60.0)) | {"asap_kept_policy": "worse"},
     }
+    twin = {"success_rate": 0.9, "e_g_mpjpe_mm": 52.25, "e_g_mpjpe_mm_std": 1.5, "runs": 10}
+    reports["a"]["closed_loop_twin"] = {ASAP: twin}  # b and c ran without the twin-core cross-check
     s = suite_summary(reports)
     a, b = s["runs"]["a"], s["runs"]["b"]
     assert a["open_loop_change"] == pytest.approx(-0.6)  # the longest horizon ("1"), not "0.5"
@@ -58,6 +60,8 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert "| c | 100% / 80.0 | 100% / 80.0 (kept) | 100% / 70.0 | 50.0 → 60.0 (+20%) |  |" in table
     assert "lowest of the fine-tuned methods on 1/3" in table and "below Vanilla on 1/3" in table
     assert "shipped policy was kept (1/3 gaps)" in table
+    assert "| Gap, twin core | " in table and "| a |  | 90% / 52.2 ± 1.5 |  |" in table
+    assert "| b |  |" not in table  # no twin-core row for a run without one
     md = write_suite(tmp_path, reports)
     assert json.loads((tmp_path / "suite.json").read_text())["runs"]["b"]["open_loop_with_mm"] == 45.0
     assert (tmp_path / "suite.png").stat().st_size > 0 and "![suite]" in md.read_text()

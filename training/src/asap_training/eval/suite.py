@@ -67,6 +67,8 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
             "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
             "asap_kept_policy": bool(report.get("asap_kept_policy")),
+            # the same policies on the twin core over more noise seeds (reports that have them)
+            "closed_loop_twin": report.get("closed_loop_twin", {}),
         }
     methods = list(dict.fromkeys(m for r in runs.values() for m in r["closed_loop"]))
     overall = {}
@@ -113,6 +115,7 @@ def suite_table(summary: Mapping) -> str:
     wins = sum(r["asap_lowest_fine_tuned"] for r in runs.values())
     below = sum(r["asap_below_vanilla"] for r in runs.values())
     kept = sum(r["asap_kept_policy"] for r in runs.values())
+    lines += _twin_lines(runs, methods)
     lines += [
         "",
         f"Cells: closed-loop success / E_g-mpjpe (mm); episodes per cell: {episodes}. ASAP below Vanilla on "
@@ -120,6 +123,21 @@ def suite_table(summary: Mapping) -> str:
         f"replayed no better than no correction, the shipped policy was kept ({kept}/{len(runs)} gaps).",
     ]
     return "\n".join(lines)
+
+
+def _twin_lines(runs: Mapping, methods: list[str]) -> list[str]:
+    """Rows of the twin-core cross-check (success / E_g-mpjpe ± its spread over the seeds; the seeds per
+    cell are the report's ``twin_episodes``), where the runs have one."""
+    twin = {label: r["closed_loop_twin"] for label, r in runs.items() if r.get("closed_loop_twin")}
+    if not twin:
+        return []
+    lines = ["", "| Gap, twin core | " + " | ".join(methods) + " |", "|" + "---|" * (len(methods) + 1)]
+    def cell(c: Mapping | None) -> str:
+        return f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f} ± {c['e_g_mpjpe_mm_std']:.1f}" if c else ""
+
+    for label, rows in twin.items():
+        lines.append(f"| {label} | " + " | ".join(cell(rows.get(m)) for m in methods) + " |")
+    return lines
 
 
 def plot_suite(summary: Mapping, path: Path) -> None:
