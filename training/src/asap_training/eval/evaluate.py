@@ -199,7 +199,8 @@ def rollout_twin(
     offset = twin.data.qpos[:3] - reference(0.0)[0]
     offset[2] = 0.0
     robot, ref, rows = [], [], []
-    fell, requests = False, (Event.REQUEST_POLICY,)
+    fell = False
+    requests: tuple[Event, ...] = (Event.REQUEST_POLICY,)
     for t in range(int(meta.motion.length_s / meta.control_dt) + 1):
         s, qpos, qvel = twin.read_state(), twin.data.qpos.copy(), twin.data.qvel.copy()
         robot.append(env.kin.points(qpos)[0][0])
