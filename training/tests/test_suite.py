@@ -61,6 +61,7 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert "lowest of the fine-tuned methods on 1/3" in table and "below Vanilla on 1/3" in table
     assert "shipped policy was kept (1/3 gaps)" in table
     assert "| Gap, twin core | " in table and "| a |  | 90% / 52.2 ± 1.5 |  |" in table
+    assert "twin core, [10] noise seeds each" in table
     assert "| b |  |" not in table  # no twin-core row for a run without one
     md = write_suite(tmp_path, reports)
     assert json.loads((tmp_path / "suite.json").read_text())["runs"]["b"]["open_loop_with_mm"] == 45.0

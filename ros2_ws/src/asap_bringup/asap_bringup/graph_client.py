@@ -481,7 +481,8 @@ class GraphClient:
         self._report("prepare", self.reset_twin())
         if mode is Mode.DAMPING:
             self._require_mode(Event.RESET, "episode prepare: clear the latched fault")
-        self._ticks_on_the_reset_twin()
+        if refused := self._ticks_on_the_reset_twin():
+            return refused
         with self._cv:
             seen = self._status_count
         reply = self.set_mode(Mode.RAMP, "episode prepare")
@@ -500,8 +501,8 @@ class GraphClient:
             return f"DAMPING latched during the ramp: {status.fault or '(no reason given)'}"
         return ""
 
-    def _ticks_on_the_reset_twin(self) -> None:
-        """Return after two node ticks that followed the reset, so that RAMP starts from the reset pose.
+    def _ticks_on_the_reset_twin(self) -> str:
+        """Let node ticks pass after the reset, so that RAMP starts from the reset pose; why not, else "".
 
         RAMP interpolates from the state of its first tick, and the first tick after a reset may still run
         on a state from before it: a lock-step twin reset while it waited for the node's command at a
@@ -509,10 +510,14 @@ class GraphClient:
         Started from there (the robot hanging limp in the band), the ramp first pulled the reset robot
         toward that pose; its feet scuffed in the band and the policy started from another stance and
         fell (1 of 12 evaluation episodes; the twin core, ramped from the limp state, reproduces that
-        episode to 0.004 rad). A SetMode reply comes after the tick that applied it, so the second of
-        two requests ran on a state published after the reset."""
+        episode to 0.004 rad). A SetMode reply comes after the tick that applied it: in lock-step the
+        tick after the first reply runs on a state the twin published after the reset; the second
+        request is the margin for a real-time twin, whose states race the ticks."""
         for _ in range(2):
-            self._require_mode(Mode.ZERO_TORQUE, "episode prepare: a tick on the reset twin")
+            reply = self.set_mode(Mode.ZERO_TORQUE, "episode prepare: a tick on the reset twin")
+            if not reply.accepted:
+                return f"ZERO_TORQUE refused in {reply.mode.name}: {reply.message}"
+        return ""
 
     def _run_policy(self, seen: int, t0: float, timeout_s: float) -> tuple[Any, float, bool]:
         """Wait until a status after ``seen`` leaves POLICY (having been in it); progress meanwhile.

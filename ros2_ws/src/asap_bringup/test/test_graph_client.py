@@ -170,8 +170,8 @@ def test_ramp_is_requested_two_node_ticks_after_the_twin_reset(monkeypatch: pyte
     lock-step twin reset while it waited at a sync state had published that state already): ramped from
     the limp pose, the reset robot's feet scuffed in the band and the episode fell. Each SetMode reply
     comes after the tick that applied it, so two requests between the reset and RAMP put RAMP on a
-    state from after the reset. The race depends on timing, so the order of the client's calls is
-    checked here, against its real service plumbing with the graph's answers stood in."""
+    state from after the reset. The race depends on timing, so the client's real request sequence is
+    checked here, with the graph's answers stood in for its service calls."""
     calls: list[object] = []
 
     def answer(service: str, request: object, answer_s: float | None = None) -> object:

@@ -37,11 +37,12 @@ SIM_CLOCK_POLL_S = 0.1
 SYNC_STATE_WAIT_S = 0.05
 """Under sim time, how long (wall) a tick waits for the LowState of its own sim time before it runs on
 the newest one (a simulator whose ticks are not its sim time in ms costs this much per tick)."""
-LOCKSTEP_STATE_WAIT_S = 2.0
-"""The same wait when the newest LowState is from the tick's own period: the simulator's ticks are its
-sim time, so the state is late or lost, and a lock-step twin re-sends it while it waits for our command
-(its ``resend_s``, 0.5 s). Longer than that, so that a starved or dropped best-effort /lowstate costs a
-pause, not a tick on an old state (seen on 2 busy cores: 3 such ticks in a row latched 'stale')."""
+LOCKSTEP_STATE_WAIT_S = 0.8
+"""The same wait when the newest LowState is at most one period older than the tick: the simulator's
+ticks are its sim time, so the state is late or lost, and a lock-step twin re-sends it while it waits
+for our command (its ``resend_s``, 0.5 s). Longer than that, so that a starved or dropped best-effort
+/lowstate costs a pause, not a tick on an old state (seen on 2 busy cores: 3 such ticks in a row
+latched 'stale'); shorter than a SetMode request's wait for a tick (1 s), which it would fail."""
 JOIN_TIMEOUT_S = 1.0
 """How long :meth:`ControlLoop.stop` waits for each thread."""
 SAFE_STOP_COMMANDS = 3
@@ -223,7 +224,7 @@ class ControlLoop:
     def _run_control(self) -> None:
         """The control thread: :meth:`control_step` at every deadline until :meth:`stop`."""
         deadline = self._first_deadline()
-        while self._sleep_until(deadline, self.period_ns) and self.outputs.ok():
+        while self._sleep_until(deadline, self.period_ns, for_state=True) and self.outputs.ok():
             deadline = self.control_step(deadline)
 
     def _run_writer(self) -> None:
@@ -492,10 +493,11 @@ class ControlLoop:
 
     # -- waiting --------------------------------------------------------------------------------
 
-    def _sleep_until(self, deadline_ns: int, period_ns: int) -> bool:
+    def _sleep_until(self, deadline_ns: int, period_ns: int, *, for_state: bool = False) -> bool:
         """Sleep until ``deadline_ns`` on the loop's clock; False once stopped. Returns early when
         sim time is more than two periods behind the deadline: the clock jumped back (a simulator
-        reset) and the caller re-anchors, instead of waiting for sim time to catch up.
+        reset) and the caller re-anchors, instead of waiting for sim time to catch up. Under sim time
+        ``for_state`` (the control thread) then also waits for the LowState of the deadline.
 
         Steady time sleeps with ``time.sleep`` on CLOCK_MONOTONIC (rclpy's ``Clock.sleep_until``
         costs a jump-callback registration per call: ~40 % of a core at 500 Hz). Sim time waits on a
@@ -525,7 +527,7 @@ class ControlLoop:
             # command; DDS does not order the two topics, so the state may still be in flight. Wait
             # for it (the twin's LowState.tick is its sim time in ms; asap_sim README, lock-step).
             wanted_tick, t0 = round(deadline_ns / 1e6), time.monotonic()
-            while self._running and (newest := self._newest_tick()) < wanted_tick:
+            while for_state and self._running and (newest := self._newest_tick()) < wanted_tick:
                 in_period = wanted_tick - newest <= period_ns / 1e6
                 left = (LOCKSTEP_STATE_WAIT_S if in_period else SYNC_STATE_WAIT_S) - (time.monotonic() - t0)
                 if left <= 0.0:

@@ -20,6 +20,7 @@ from asap_core.modes import Event, Mode
 from asap_core.testing import policies
 from asap_core.wire import LOWCMD, LOWSTATE
 from asap_policy.control_loop import ControlLoop, LoopCfg, Outputs, TickReport, TickRequest
+from asap_testing.dds import wait_for
 from asap_testing.ros_free import ros_imports, run_with_ros_blocked
 
 PKG = Path(__file__).resolve().parents[1] / "asap_policy"
@@ -389,13 +390,6 @@ def test_the_threads_tick_on_the_steady_clock_until_stopped(policy_file) -> None
     assert len(reports) == count, "a tick ran after stop()"
 
 
-def _wait_for(done: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return done()
-
-
 def test_under_sim_time_a_tick_waits_for_its_own_lowstate_while_the_simulator_counts_ms(policy_file) -> None:
     clock, sent, reports = ManualClock(), [], []
     loop = ControlLoop(LoopCfg(writer_rate_hz=0.0, sim_time=True),
@@ -405,7 +399,7 @@ def test_under_sim_time_a_tick_waits_for_its_own_lowstate_while_the_simulator_co
     loop.on_lowstate(lowstate(tick=start_ms))
     loop.start()
     try:
-        assert _wait_for(lambda: len(reports) == 1)
+        assert wait_for(lambda: len(reports) == 1, 10.0)
         # a lock-step twin's next period: its states up to 2 ms before the deadline arrived, then its
         # /clock reached the deadline; the deadline's own state is late (a starved or lost best-effort sample)
         loop.on_lowstate(lowstate(tick=start_ms + 18))
@@ -414,13 +408,13 @@ def test_under_sim_time_a_tick_waits_for_its_own_lowstate_while_the_simulator_co
         time.sleep(0.3)  # six times the wait for a simulator whose ticks are not ms
         assert len(reports) == 1 and len(sent) == 1, "ticked on a state of the previous period"
         loop.on_lowstate(lowstate(tick=start_ms + 20))  # delivered (or re-sent by the twin)
-        assert _wait_for(lambda: len(reports) == 2)
+        assert wait_for(lambda: len(reports) == 2, 10.0)
         assert reports[1].state is not None and reports[1].state.tick == start_ms + 20
         # a simulator whose LowState.tick is not its time in ms: the tick runs on its newest state soon
         loop.on_lowstate(lowstate(tick=7))
         clock.t += PERIOD
         loop.notify_clock()
-        assert _wait_for(lambda: len(reports) == 3, timeout_s=1.0)
+        assert wait_for(lambda: len(reports) == 3, 0.5)
         assert reports[2].state is not None and reports[2].state.tick == 7
     finally:
         loop.stop()

@@ -34,7 +34,7 @@ from asap_core.inference import OnnxPolicy
 from asap_core.modes import Event, Mode
 from asap_sim.motor import MotorCommand as SimMotorCommand
 from asap_sim.profiles import load_profile
-from asap_sim.twin import Drive, Twin, TwinConfig
+from asap_sim.twin import Drive, Twin, TwinConfig, TwinState
 from asap_training.data.dataset import RealTrajectory
 from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
@@ -159,37 +159,42 @@ def rollout_twin(
 ) -> Rollout:
     """The artifact on the twin core, run as a graph episode runs it: the policy node's own tick
     (``asap_core.control.Controller``, its default configuration) on the twin's LowState, the twin reset
-    into the band, RAMP to the policy's default pose, HOLD, then POLICY with the band let go at the
-    policy's first command, until the motion ends or the node's safety layer latches DAMPING.
+    into the band, two ticks with the motors off (the graph client's), RAMP to the policy's default pose,
+    then POLICY with the band let go at the policy's first command, until the motion ends, the node's
+    safety layer latches DAMPING (:attr:`Rollout.fault` says why) or the pelvis tilts past 53° (a fall).
 
-    Also returns the run as a stage-2 trajectory (sensed joints, ground-truth base as mocap would give,
-    the applied action after the safety filter, as an ingested episode bag has them).
-    ``action_noise`` is the node's excitation (``action_noise_std``, seeded with ``seed``).
-    ``twin_config``: the twin's physics step and drive (default :class:`TwinConfig`'s); its sensor noise
-    is seeded with ``seed``. A fault (too fast, non-finite) or a fall (pelvis tilted past 53°) ends the
-    run: :attr:`Rollout.fault` says why the node latched DAMPING.
+    Also returns the run as a stage-2 trajectory: per POLICY tick the LowState the tick ran on (sensed
+    joints), the ground-truth base as mocap would give it, and the action applied after the safety filter,
+    as an ingested episode bag has them. ``action_noise`` is the node's excitation (``action_noise_std``,
+    seeded with ``seed``). ``twin_config``: the twin's physics step and drive (default
+    :class:`TwinConfig`'s); its sensor noise is seeded with ``seed``. Raises ``RuntimeError`` where the
+    node refuses a step (as the graph client raises ``GraphError``).
     """
     meta = artifact.metadata
     twin = Twin(load_profile(profile), replace(twin_config or TwinConfig(), band_held=True, seed=seed))
-    control = Controller(ControlCfg(control_dt=meta.control_dt, action_noise_std=action_noise,
-                                    action_noise_seed=seed), LoadedPolicy(artifact))
+    control = Controller(
+        ControlCfg(control_dt=meta.control_dt, action_noise_std=action_noise, action_noise_seed=seed),
+        LoadedPolicy(artifact),
+    )
     substeps = round(meta.control_dt / twin.config.physics_dt)
 
-    def tick(requests: tuple[Event, ...] = ()) -> TickOutput:
-        s = twin.read_state()
-        out = control.tick(RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b), 0.0,
-                           requests)
-        if out.mode is Mode.POLICY:
-            twin.release_band()  # as the graph client arms the twin: with the policy's first command
+    def tick(s: TwinState, request: Event | None = None) -> TickOutput:
+        """One node tick on the LowState ``s`` (read once: reading draws the sensor noise), then the
+        twin steps to the next one."""
+        state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
+        out = control.tick(state, 0.0, () if request is None else (request,))
+        if request is not None and not out.results[0].accepted:
+            raise RuntimeError(f"the node refused {request.name} in {out.mode.name}: {out.results[0].reason}")
         c = out.command
         twin.set_command(SimMotorCommand(mode=np.ones_like(c.q), q=c.q, dq=c.dq, tau=c.tau, kp=c.kp, kd=c.kd))
         twin.step(substeps)
         return out
 
-    out = tick((Event.REQUEST_RAMP,))
+    for request in (Event.REQUEST_ZERO_TORQUE, Event.REQUEST_ZERO_TORQUE, Event.REQUEST_RAMP):
+        out = tick(twin.read_state(), request)
     while out.mode is Mode.RAMP:
-        out = tick()
-    if out.mode is not Mode.HOLD:
+        out = tick(twin.read_state())
+    if control.mode is not Mode.HOLD:
         raise RuntimeError(f"the twin core did not ramp to the policy's default pose: {control.fault}")
 
     # the twin stands where the band held it: compare against the reference moved there (heading kept)
@@ -198,23 +203,26 @@ def rollout_twin(
 
     offset = twin.data.qpos[:3] - reference(0.0)[0]
     offset[2] = 0.0
-    robot, ref, rows = [], [], []
+    robot: list[np.ndarray] = []
+    ref: list[np.ndarray] = []
+    rows: list[tuple] = []
     fell = False
-    requests: tuple[Event, ...] = (Event.REQUEST_POLICY,)
-    for t in range(int(meta.motion.length_s / meta.control_dt) + 1):
+    while True:
         s, qpos, qvel = twin.read_state(), twin.data.qpos.copy(), twin.data.qvel.copy()
         robot.append(env.kin.points(qpos)[0][0])
-        ref.append(reference(t * meta.control_dt) + offset)
+        ref.append(reference(len(rows) * meta.control_dt) + offset)
         if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
             fell = True
             break
-        out, requests = tick(requests), ()
+        if not rows:
+            twin.release_band()  # as the graph client arms the twin: with the policy's first command
+        out = tick(s, None if rows else Event.REQUEST_POLICY)
         if out.mode is Mode.DAMPING:
             fell = True
             break
         rows.append((qpos[:3], qpos[3:7], qvel[:3], quat.rotate(qpos[3:7], qvel[3:6]), s.q, s.dq, out.action,
                      out.phase))
-        if control.mode is not Mode.POLICY:  # the motion ended: the node went to HOLD
+        if out.phase >= 1.0:  # the motion ended: the node went to HOLD after this command
             break
     columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None
     trajectory = RealTrajectory(f"twin:{profile}", *columns) if columns else None
@@ -222,8 +230,9 @@ def rollout_twin(
 
 
 def twin_runs(artifact_path: Path, profile: str, seeds: Sequence[int]) -> list[ClosedLoopRun]:
-    """The artifact on the twin core (:func:`rollout_twin`) once per twin noise seed, each scored as a
-    recorded episode is (:func:`asap_training.eval.closed_loop.mean_metrics` averages them)."""
+    """The artifact on the twin core (:func:`rollout_twin`) once per twin noise seed, each with the metrics
+    of a recorded episode (:func:`asap_training.eval.closed_loop.mean_metrics` averages them); a run
+    fails where :func:`rollout_twin` says it fell (a fall or the node's DAMPING latch)."""
     artifact = load_artifact(artifact_path)
     env = TrackingEnv(eval_env_cfg(artifact, EvalCfg(profile=profile)))
     rollouts = (rollout_twin(artifact, env, profile, seed=seed) for seed in seeds)
