@@ -372,6 +372,7 @@ def run(cfg: DemoCfg) -> Path:
                   "Vanilla row's.")
     minutes = (time.monotonic() - t_start) / 60
     twin_title = f"Closed loop on the twin core ({cfg.twin_episodes} noise seeds per policy)"
+    twin_text = twin_table(twin) if twin else ""
     report = write_report(
         out,
         f"ASAP loop on the twin ('{cfg.gap}' gap: {gap})",
@@ -379,7 +380,7 @@ def run(cfg: DemoCfg) -> Path:
             "Closed loop on the gap (Table IV format)": table
             + "\n\nEvery row: episodes recorded through the ROS graph (policy node + recorder), each policy"
             + " pushed into the running node, the same twin noise seeds for every policy.",
-            **({twin_title: twin_table(twin)} if twin else {}),
+            **({twin_title: twin_text} if twin_text else {}),
             "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop),
             "Artifacts": "\n".join(
                 [
@@ -397,7 +398,7 @@ def run(cfg: DemoCfg) -> Path:
         {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "closed_loop_twin": twin,
          "minutes": minutes, "asap_kept_policy": fit.kept},
     )
-    print("\n" + table + (f"\n\ntwin core:\n{twin_table(twin)}" if twin else "")
+    print("\n" + table + (f"\n\ntwin core:\n{twin_text}" if twin_text else "")
           + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
     return report
 
