@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from asap_training.envs.delta_model import DeltaModel, DeltaModelMeta, FrozenDel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
+from asap_training.rl.finetune import FineTuneCfg, finetune_env_cfg
 
 SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 
@@ -140,6 +142,28 @@ def _constant_delta_model(tmp_path: Path, ds: RealDataset, value: float) -> Path
     path = tmp_path / "delta.onnx"
     export_delta_model(net, path, meta)
     return path
+
+
+def test_fine_tuning_scales_each_envs_delta_per_joint_once_an_episode(nominal_recording, tmp_path):
+    ds = nominal_recording
+    model_path = _constant_delta_model(tmp_path, ds, value=0.1)
+    ft = FineTuneCfg(delta_model=model_path, delta_scale_range=(0.5, 1.5))
+    cfg = finetune_env_cfg(eval_env_cfg(load_artifact(SHIPPED), EvalCfg(physics_hz=500)), ft)
+    tracking = TrackingEnv(replace(cfg, num_envs=3))
+    source, action = tracking.delta_source, torch.zeros(3, len(ds.action_joints), dtype=tracking.dtype)
+    first = source(tracking, action).numpy().copy()
+    assert np.all((first >= 0.05) & (first <= 0.15))  # 0.1 × [0.5, 1.5]
+    assert len(np.unique(first.round(9))) == first.size  # a factor per env and joint
+    tracking.episode_step += 1
+    np.testing.assert_allclose(source(tracking, action).numpy(), first)  # held through the episode
+    tracking.reset(torch.tensor([0]))
+    again = source(tracking, action).numpy()
+    assert not np.allclose(again[0], first[0])  # drawn again when env 0 starts over
+    np.testing.assert_allclose(again[1:], first[1:])
+    unscaled = TrackingEnv(replace(finetune_env_cfg(cfg, replace(ft, delta_scale_range=None)), num_envs=3))
+    np.testing.assert_allclose(unscaled.delta_source(unscaled, action).numpy(), 0.1, rtol=1e-6)
+    with pytest.raises(ValueError, match="expected 0 <= low <= high"):
+        FrozenDelta(tracking, str(model_path), scale_range=(1.5, 0.5))
 
 
 def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):

@@ -132,6 +132,10 @@ class DemoCfg:
     one-tick search, faster and worse on every gap measured)."""
     delta_visited_rounds: int = WarmStartCfg.visited_rounds
     """DAgger rounds of the warm start (``WarmStartCfg.visited_rounds``; 0: recorded states only)."""
+    delta_scale_range: tuple[float, float] | None = FineTuneCfg.delta_scale_range
+    """ASAP's fine-tuning scales each env's Δa per joint by a factor from this range, drawn at every
+    episode start (``FineTuneCfg.delta_scale_range``: why and what it measured); ``1 1``: Δa as πΔ
+    gives it."""
     finetune_iterations: int = 200
     """PPO iterations of each fine-tuning."""
     finetune_envs: int = 256
@@ -476,9 +480,12 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
         step(5, f"no fine-tuning: {kept}")
         return RoundFit(delta_path, parent / "policy.onnx", parent, kept, open_loop, common)
 
-    step(5, f"fine-tuning with the frozen πΔ ({cfg.finetune_iterations} PPO iterations)")
+    scale = cfg.delta_scale_range
+    scaled = "" if scale is None else f", Δa x{scale[0]:g}-{scale[1]:g} per env and joint"
+    step(5, f"fine-tuning with the frozen πΔ{scaled} ({cfg.finetune_iterations} PPO iterations)")
     run_dir, artifact = cfg.out / f"finetune_asap{tag}", cfg.out / f"policy_asap{tag}.onnx"
-    fine_tune(parent, FineTuneCfg(delta_model=delta_path, **common), run_dir, artifact)
+    ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=cfg.delta_scale_range, **common)
+    fine_tune(parent, ft, run_dir, artifact)
     shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
     return RoundFit(delta_path, artifact, run_dir, "", open_loop, common)
 
@@ -554,6 +561,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "delta_model", choices=MODELS)
     p.field(DemoCfg, "delta_iterations")
     p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds")
+    p.field(DemoCfg, "delta_scale_range", nargs=2, metavar=("LOW", "HIGH"))
     p.fields(DemoCfg, "finetune_iterations", "finetune_envs")
     p.field(DemoCfg, "finetune_min_gain")
     p.field(DemoCfg, "baselines", nargs="*", choices=BASELINES)

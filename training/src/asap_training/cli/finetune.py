@@ -23,6 +23,7 @@ def parser() -> ConfigParser:
     add_out(p, "artifact path (default <run-dir>/policy.onnx)")
     p.fields(FineTuneCfg, "iterations", "num_envs")
     p.field(FineTuneCfg, "delta_model", "--delta")
+    p.field(FineTuneCfg, "delta_scale_range", nargs=2, metavar=("LOW", "HIGH"))
     p.fields(FineTuneCfg, "profile", "table_vi_dr", "select_every", "select_episodes")
     p.fields(FineTuneCfg, "dataset_sha256", "seed")
     add_threads(p)

@@ -108,8 +108,10 @@ class DeltaModel:
 class FrozenDelta:
     """``DeltaActionSource`` of fine-tuning: Δa = πΔ(s, a) for the action about to be applied."""
 
-    def __init__(self, env: TrackingEnv, path: str) -> None:
-        """Load πΔ and check it fits the env (joints, control period)."""
+    def __init__(self, env: TrackingEnv, path: str, scale_range: tuple[float, float] | None = None) -> None:
+        """Load πΔ and check it fits the env (joints, control period). ``scale_range``: each env's Δa is
+        multiplied per joint by a factor drawn from this range at every episode start (ASAP's
+        ``rescale_delta_a``; :attr:`~asap_training.rl.finetune.FineTuneCfg.delta_scale_range`)."""
         self.model = DeltaModel(path)
         meta = self.model.meta
         if meta.action_joints != tuple(env.cfg.joint_names):
@@ -119,6 +121,10 @@ class FrozenDelta:
                 f"{path}: delta model control period {meta.control_dt} s != the env's {env.dt} s"
             )
         self.last = env.tensor(np.zeros((env.num_envs, len(meta.action_joints))))
+        if scale_range is not None and not 0.0 <= scale_range[0] <= scale_range[1]:
+            raise ValueError(f"delta scale range {scale_range}: expected 0 <= low <= high")
+        self.scale_range = scale_range
+        self.scale = torch.ones_like(self.last)
         self.earlier = env.tensor(np.zeros((env.num_envs, meta.action_history * len(meta.action_joints))))
 
     def __call__(self, env: TrackingEnv, action: torch.Tensor) -> torch.Tensor:
@@ -128,7 +134,9 @@ class FrozenDelta:
         starting = env.episode_step == 0
         self.last[starting] = 0.0
         self.earlier[starting] = action[starting].repeat(1, self.model.meta.action_history)
+        if self.scale_range is not None and bool(starting.any()):
+            self.scale[starting] = env._uniform(*self.scale_range, (int(starting.sum()), self.scale.shape[1]))
         obs = delta_observation(env, action, self.earlier, self.last, self.model.meta.obs_scales)
-        self.last = env.tensor(self.model(obs.cpu().numpy()))
+        self.last = env.tensor(self.model(obs.cpu().numpy()))  # πΔ's own output, as it observes it
         self.earlier = torch.cat([action, self.earlier], dim=1)[:, : self.earlier.shape[1]]
-        return self.last
+        return self.last * self.scale
