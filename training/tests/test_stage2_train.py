@@ -14,6 +14,7 @@ from tensordict import TensorDict
 from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
+from asap_training.cli import finetune as finetune_cli
 from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
@@ -173,6 +174,17 @@ def test_asap_delta_passes_the_warm_start_options_on():
     assert delta.joints == (".*_knee_.*",)
     cfg, _ = delta_cli.configs(p, p.parse_args(["--dataset", "d", "--run-dir", "r", "--no-warm-start"]))
     assert cfg.warm_start is None
+
+
+def test_the_delta_scale_range_is_set_from_the_command_line_and_defaults_to_half_either_way():
+    p = finetune_cli.parser()
+    base = ["--parent", "p", "--run-dir", "r"]
+    assert p.config(p.parse_args(base), FineTuneCfg).delta_scale_range == (0.5, 1.5)
+    off = p.config(p.parse_args([*base, "--delta-scale-range", "1", "1"]), FineTuneCfg)
+    assert off.delta_scale_range == (1.0, 1.0)
+    with pytest.raises(SystemExit):  # two values, not one
+        p.parse_args([*base, "--delta-scale-range", "0.8"])
+    assert DemoCfg().delta_scale_range == FineTuneCfg().delta_scale_range
 
 
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):

@@ -143,8 +143,8 @@ class ConfigParser(argparse.ArgumentParser):
         self.bound: dict[str, BoundField] = {}
         """Destination of every derived option → its field."""
 
-    def field(self, cfg: type, name: str, flag: str | None = None, *, nargs: str | None = None,
-              choices: Sequence[Any] | None = None, metavar: str | None = None,
+    def field(self, cfg: type, name: str, flag: str | None = None, *, nargs: str | int | None = None,
+              choices: Sequence[Any] | None = None, metavar: str | tuple[str, ...] | None = None,
               repeatable: bool = False) -> argparse.Action:
         """Add the option of ``cfg.name`` as ``flag`` (default ``--name-with-dashes``).
 
