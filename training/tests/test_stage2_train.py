@@ -118,7 +118,10 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
     selector = IterateSelector(finetune_env_cfg(read_params(PARENT)[0], cfg), 1, 1, cfg.select_episodes)
     policy = OnnxPolicy(artifact)
     exported = selector.evaluate(lambda obs: np.stack([policy(o) for o in obs.cpu().numpy()]))
-    assert exported["e_g_mpjpe_mm"] == pytest.approx(selection["chosen_error_mm"], rel=1e-4)
+    # to 1e-3: the selection ran the torch actor, this the ONNX file; their float32 differences move the
+    # falls of these barely trained rollouts by a tick, and with Δa's scale drawn at each reset the draws
+    # after it (measured: 2e-4 apart; without the scaling within 1e-4; the iterates' scores 4 % apart)
+    assert exported["e_g_mpjpe_mm"] == pytest.approx(selection["chosen_error_mm"], rel=1e-3)
     assert exported["fell"] == selection["chosen_fell"] and 0.0 <= exported["fell"] <= 1.0
     chosen = selection["scores"][str(selection["chosen_iterate"])]
     assert all((chosen["fell"], chosen["e_g_mpjpe_mm"]) <= (v["fell"], v["e_g_mpjpe_mm"])

@@ -62,7 +62,7 @@ class FineTuneCfg:
     Why: πΔ is fitted to a few robot episodes, and a policy fine-tuned in one exact πΔ simulator leans on
     its errors. The selection's score of the kept iterate in the πΔ simulator was 47.6 and 43.0 mm where
     the policy tracked the gap at 58.7 and 56.5 (held-out random:2001/2002, twin core), while SysID's
-    simulator scored its policy within 1 mm of the gap. With ±50 %, on the five held-out gaps
+    simulator scored its policy 0.6 and 2.9 mm below the gap. With ±50 %, on the five held-out gaps
     random:2001-2005 (same πΔ, twin core, 10 seeds): 58.7/56.5/49.7/46.5/50.8 -> 53.0/45.3/48.2/48.0/50.3
     mm."""
     profile: str | None = None
