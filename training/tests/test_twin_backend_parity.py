@@ -37,8 +37,8 @@ def test_the_twin_core_rollout_reproduces_a_lockstep_graph_episode(tmp_path) -> 
     np.testing.assert_allclose(core.phase[start : start + n], graph.phase[:n], atol=1e-6)
     gap = np.abs(core.joint_pos[start : start + n] - graph.joint_pos[:n]).max(axis=1)
     assert gap.max() < 0.02, f"the twin core leaves the graph's run: {np.round(gap, 3).tolist()}"
-    # the applied actions as joint targets (rad), held to the joints' bound: the node's HOLD ticks before
-    # POLICY depend on wall time, and one tick more or less moved the actions by 0.05-0.07 units here
+    # the applied actions as joint targets (rad): the node's HOLD ticks before POLICY depend on wall time,
+    # and they moved the targets by 0.003-0.017 rad over 10 runs here (the joints by 0.002-0.01)
     scale = artifact.metadata.array("action_scale")
     targets = np.abs(core.action[start : start + n] - graph.action[:n]) * scale
-    assert targets.max() < 0.02, f"the applied joint targets differ by {targets.max():.3f} rad"
+    assert targets.max() < 0.03, f"the applied joint targets differ by {targets.max():.3f} rad"
