@@ -164,6 +164,11 @@ def test_fine_tuning_scales_each_envs_delta_per_joint_once_an_episode(nominal_re
     np.testing.assert_allclose(unscaled.delta_source(unscaled, action).numpy(), 0.1, rtol=1e-6)
     with pytest.raises(ValueError, match="expected 0 <= low <= high"):
         FrozenDelta(tracking, str(model_path), scale_range=(1.5, 0.5))
+    state = tracking.rng.get_state()
+    constant = FrozenDelta(tracking, str(model_path), scale_range=(1.0, 1.0))
+    np.testing.assert_allclose(constant(tracking, action).numpy(), 0.1, rtol=1e-6)
+    assert torch.equal(tracking.rng.get_state(), state)  # (1, 1) draws nothing: the same run as no scaling
+    assert finetune_env_cfg(cfg, FineTuneCfg(profile="nominal")).actions.delta_action is None  # SysID of it
 
 
 def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):

@@ -123,8 +123,11 @@ class FrozenDelta:
         self.last = env.tensor(np.zeros((env.num_envs, len(meta.action_joints))))
         if scale_range is not None and not 0.0 <= scale_range[0] <= scale_range[1]:
             raise ValueError(f"delta scale range {scale_range}: expected 0 <= low <= high")
-        self.scale_range = scale_range
         self.scale = torch.ones_like(self.last)
+        if scale_range is not None and scale_range[0] == scale_range[1]:  # a constant: no draws from env.rng
+            self.scale.fill_(scale_range[0])
+            scale_range = None
+        self.scale_range = scale_range
         self.earlier = env.tensor(np.zeros((env.num_envs, meta.action_history * len(meta.action_joints))))
 
     def __call__(self, env: TrackingEnv, action: torch.Tensor) -> torch.Tensor:

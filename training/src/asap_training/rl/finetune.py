@@ -57,7 +57,7 @@ class FineTuneCfg:
     delta_scale_range: tuple[float, float] | None = (0.5, 1.5)
     """ASAP: each env's Δa scaled per joint by a factor drawn from this range at every episode start
     (ASAP's ``rescale_delta_a``/``delta_a_scale_range``, whose values are unpublished; ±50 % chosen before
-    measuring); None or (1, 1): Δa as πΔ gives it.
+    measuring); None or (1, 1) (no draws either way): Δa as πΔ gives it.
 
     Why: πΔ is fitted to a few robot episodes, and a policy fine-tuned in one exact πΔ simulator leans on
     its errors. The selection's score of the kept iterate in the πΔ simulator was 47.6 and 43.0 mm where
@@ -132,6 +132,8 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
             delta_action="asap_training.envs.delta_model:FrozenDelta",
             delta_action_args={"path": str(cfg.delta_model), "scale_range": cfg.delta_scale_range},
         )
+    else:  # a parent fine-tuned with πΔ does not pass it on to a SysID/DR fine-tuning of it
+        env.actions = replace(parent.actions, delta_action=None, delta_action_args={})
     return env
 
 
