@@ -264,6 +264,47 @@ def test_warp_graph_replay_equals_eager_launches(motor_params):
 
 
 @pytest.mark.parametrize("backend", ["cpu", "warp"])
+def test_a_reset_env_can_start_with_the_commands_in_flight_on_both_backends(backend, motor_params):
+    """30 ms latency: an env started with the commands sent before its state (``in_flight``) steps exactly
+    as one whose delay line really carried them (a teleport that keeps it), both at the first reset of the
+    batch (before any step) and later; without them its motors would be off for the whole first step."""
+    delay = latency_steps(load_profile("latency").actuation_latency_ms, DT)
+    models, commands = _models((1.0,)), _commands()
+    start = _initial_state(models[0])
+
+    def make() -> Simulator:
+        return (MujocoCpuSimulator(models, NUM_ENVS, motor_params, delay, threads=1) if backend == "cpu"
+                else MujocoWarpSimulator(models, NUM_ENVS, motor_params, delay, device="cpu"))
+
+    def run(first_in_flight: tuple, later_reset: dict) -> np.ndarray:
+        sim = make()
+        sim.reset(*start, in_flight=first_in_flight)
+        for cmd in commands[2:4]:
+            sim.step(cmd, DECIMATION)
+        sim.reset(*start, **later_reset)
+        sim.step(commands[4], DECIMATION)
+        return _numpy(sim.state.joint_pos).copy()
+
+    def carried() -> np.ndarray:  # the delay line really pushed commands[0], [1] before the start
+        sim = make()
+        sim.reset(*start)
+        for cmd in commands[:2]:
+            sim.step(cmd, DECIMATION)
+        sim.reset(*start, keep_latency=True)
+        for cmd in commands[2:4]:
+            sim.step(cmd, DECIMATION)
+        sim.reset(*start, keep_latency=True)
+        sim.step(commands[4], DECIMATION)
+        return _numpy(sim.state.joint_pos).copy()
+
+    expected = carried()
+    primed = run(tuple(commands[:2]), {"in_flight": tuple(commands[2:4])})
+    np.testing.assert_array_equal(primed, expected)
+    limp = run((), {})
+    assert np.abs(limp - expected).max() > 1e-3
+
+
+@pytest.mark.parametrize("backend", ["cpu", "warp"])
 def test_a_reset_env_drops_the_ctrl_in_flight_on_both_backends(backend, motor_params):
     """30 ms latency (6 physics steps): an env reset without ``keep_latency`` has its motors off until its
     first ctrl after the reset arrives (the whole next policy step, 4 substeps), while an env that was not

@@ -16,6 +16,7 @@ Arrays have shape ``(..., 29)`` in ``g1.MOTOR_ORDER``. Actuation latency is whol
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,12 +140,17 @@ class ControlDelay:
         self._late, self._split = divmod(steps, substeps)  # whole policy steps late, then physics steps
         self._history: deque[np.ndarray] = deque([off] * (self._late + 2), maxlen=self._late + 2)
 
-    def clear(self, rows: np.ndarray) -> None:
+    def clear(self, rows: np.ndarray, recent: Sequence[np.ndarray] = ()) -> None:
         """The batch entries ``rows`` start over, their motors off until their next ctrl arrives: a reset
-        env of a batch must not receive the ctrl its previous episode left in flight."""
+        env of a batch must not receive the ctrl its previous episode left in flight. ``recent``: the ctrl
+        they were sent before instead (one per period, oldest first, each of the batch's shape; the oldest
+        held before it), acting through the latency as they would have: a start at a recorded state whose
+        commands were in flight."""
+        size = len(self._history)
         for k, ctrl in enumerate(self._history):
             ctrl = copy(ctrl)  # an entry may be a read-only broadcast view, or shared with other periods
-            ctrl[rows] = self.off[rows]
+            # entry k is (size - k) periods old: recent[-1] is one period old
+            ctrl[rows] = recent[max(len(recent) - (size - k), 0)][rows] if recent else self.off[rows]
             self._history[k] = ctrl
 
     def push(self, ctrl: np.ndarray) -> list[tuple[np.ndarray, int]]:

@@ -122,6 +122,27 @@ def test_cleared_rows_start_over_as_a_new_delay_line() -> None:
     assert [float(c[0, 0]) for c, _ in pieces] == [2.0, 3.0]  # untouched rows: still one period late
 
 
+def test_cleared_rows_can_start_with_the_ctrl_sent_before_them() -> None:
+    """A row cleared with the ctrl it was sent before (oldest first) goes on as a delay line that was
+    pushed those; with fewer than the line holds, the oldest one given was held before it."""
+    steps, substeps = 5, 4  # one whole period late, then one physics step: pieces of 2 older ctrl
+    ctrl = lambda v: np.broadcast_to(np.full(2, float(v)), (3, 2))  # noqa: E731
+    delay = ControlDelay(steps, substeps, np.zeros((3, 2)))
+    for i in range(3):
+        delay.push(ctrl(i + 1))
+    delay.clear(np.array([1]), [ctrl(7), ctrl(8)])
+    delay.clear(np.array([2]), [ctrl(8)])
+    two, one = (ControlDelay(steps, substeps, np.zeros((3, 2))) for _ in range(2))
+    for c in (7, 8):
+        two.push(ctrl(c))
+    for c in (8, 8):
+        one.push(ctrl(c))
+    pieces = delay.push(ctrl(9))
+    assert [float(c[1, 0]) for c, _ in pieces] == [float(c[1, 0]) for c, _ in two.push(ctrl(9))] == [7.0, 8.0]
+    assert [float(c[2, 0]) for c, _ in pieces] == [float(c[2, 0]) for c, _ in one.push(ctrl(9))] == [8.0, 8.0]
+    assert [float(c[0, 0]) for c, _ in pieces] == [2.0, 3.0]  # untouched rows: still one period late
+
+
 def test_zero_delay_is_pass_through() -> None:
     ctrl = np.ones(3)
     assert ControlDelay(0, 10, np.zeros(3)).push(ctrl) == [(ctrl, 10)]

@@ -26,6 +26,7 @@ from asap_core.motion import MotionClip
 from asap_core.quat import Array
 from asap_sim.kinematics import G1Kinematics
 from asap_sim.model import build_model
+from asap_sim.motor import MotorCommand
 from asap_sim.profiles import load_profile
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.config import (
@@ -301,10 +302,27 @@ class DeltaEnv(TrackingEnv):
     def earlier_recorded_actions(self) -> torch.Tensor:
         """a_real at the ``action_history`` frames before the current one, newest first (N, H·A); before a
         trajectory's first frame, its first action (the command held)."""
-        row, first = self.recorded_row(), self._first_row[self.motion_ids]
-        rows = (torch.maximum(row - k, first) for k in range(1, self.delta_cfg.action_history + 1))
-        earlier = [self._rec["action"][r] for r in rows]
+        earlier = [self._rec["action"][row] for row, _ in self._earlier_rows(self.delta_cfg.action_history)]
         return torch.cat(earlier, dim=1) if earlier else self.recorded_action()[:, :0]
+
+    def _earlier_rows(self, count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """For the ``count`` frames before every env's current one, newest first: (dataset row, clamped to
+        the trajectory's first, (N,); whether the frame lies before the trajectory's start, (N, 1))."""
+        row, first = self.recorded_row(), self._first_row[self.motion_ids]
+        return [(torch.maximum(row - k, first), (row - k < first).unsqueeze(1)) for k in range(1, count + 1)]
+
+    def _commands_in_flight(self) -> tuple[MotorCommand, ...]:
+        """The recorded commands of the periods before each start that the actuation latency still holds
+        (before a trajectory's first frame: action 0, the policy's default pose that the node's HOLD
+        commanded with the policy's gains): on the robot they were in flight when the start state was read.
+        Without them a replay in the gap's own simulator starts with its motors off for the latency (21 ms
+        on a 20 ms period: the whole first tick limp) and misses the recording it should reproduce
+        (measured, random:2001 without sensor noise, 1 s open loop: 20.5 mm with the motors off, 0.6 with
+        the commands in flight)."""
+        periods = -(-self.latency_steps // self.cfg.decimation)
+        rows = self._earlier_rows(periods)
+        actions = [self._rec["action"][row].masked_fill(before, 0.0) for row, before in rows]
+        return tuple(self.motor_command(a, None) for a in reversed(actions))
 
     def observations(self) -> dict[str, torch.Tensor]:
         """``actor``: :func:`delta_observation`; ``critic``: the same plus the privileged terms."""

@@ -66,6 +66,8 @@ class TrackingEnv:
         self.device = torch.device(cfg.device)
         self.profile = load_profile(cfg.profile)
         models = self._build_models()
+        self.latency_steps = latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt)
+        """The profile's actuation latency in physics steps."""
         self.kin = G1Kinematics(models[0])
         library = motions or build_library(cfg.motions, self.kin, cfg.joint_names)
         if library.joint_names != tuple(cfg.joint_names):
@@ -74,7 +76,7 @@ class TrackingEnv:
             models,
             n,
             self._motor_params(torch.ones(n, g1.NUM_MOTORS, device=self.device, dtype=torch.float64)),
-            latency_steps(self.profile.actuation_latency_ms, cfg.physics_dt),
+            self.latency_steps,
             threads=cfg.threads,
             device=cfg.device,
             **cfg.simulator_args,
@@ -242,12 +244,7 @@ class TrackingEnv:
         self._queue = torch.roll(self._queue, 1, dims=1)
         self._queue[:, 0] = self.action
         applied = self._queue[self._env_index, self.delay]
-        action, delta = self._compose_action(applied)
-        q_target = action_path.joint_targets(action, delta, self.default_q, self.cfg.actions.scale)
-        cmd = MotorCommand.position(
-            self.joint_map.apply(q_target, fill=self.default_q_motor), self.kp_motor, self.kd_motor
-        )
-        self.sim.step(cmd, self.cfg.decimation)
+        self.sim.step(self.motor_command(*self._compose_action(applied)), self.cfg.decimation)
         self.episode_step += 1
         self._push()
         self._refresh()
@@ -257,6 +254,13 @@ class TrackingEnv:
         self.extras = {"time_outs": self.time_out.clone(), "log": self._log()}
         self.reset(done.nonzero().squeeze(-1))
         return self.observations(), reward, done, self.extras
+
+    def motor_command(self, action: torch.Tensor, delta: torch.Tensor | None) -> MotorCommand:
+        """The drives' command for the action (and Δa) of every env: the one action path."""
+        q_target = action_path.joint_targets(action, delta, self.default_q, self.cfg.actions.scale)
+        return MotorCommand.position(
+            self.joint_map.apply(q_target, fill=self.default_q_motor), self.kp_motor, self.kd_motor
+        )
 
     def _action_dim(self) -> int:
         """Width of the agent's action: one per policy joint."""
@@ -353,7 +357,7 @@ class TrackingEnv:
         self.motion_ids[env_ids], self.motion_start_s[env_ids] = m, start
         self.episode_step[env_ids] = 0
         self._randomize(env_ids)
-        self.sim.reset(env_ids, *self._initial_state(m, start))
+        self.sim.reset(env_ids, *self._initial_state(m, start), in_flight=self._commands_in_flight())
         mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         mask[env_ids] = True
         self._obs = None
@@ -364,6 +368,11 @@ class TrackingEnv:
         self._queue[env_ids] = 0.0
         self.push_timer_s[env_ids] = 0.0
         self._refresh()
+
+    def _commands_in_flight(self) -> tuple[MotorCommand, ...]:
+        """Commands (every env's, oldest first, one per period) that a reset env's actuation latency holds
+        at its start; none: its motors are off until its first command arrives, as a new episode's are."""
+        return ()
 
     def _sample_starts(self, env_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(motion ids, start times) of the new episodes of ``env_ids``."""

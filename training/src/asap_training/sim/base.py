@@ -18,6 +18,7 @@ Backends are selected by ``TrackingEnvCfg.simulator`` (``--sim``) without touchi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -139,28 +140,50 @@ class DriveInput:
     def __init__(self, num_envs: int, latency_steps: int) -> None:
         self.num_envs, self.latency_steps = num_envs, latency_steps
         self._delay: ControlDelay | None = None  # made at the first step, which fixes the substeps
+        self._before_first_step: list[tuple[Any, list[Any]]] = []  # clear()s waiting for the delay line
 
     def pieces(self, command: MotorCommand, params: MotorParams, substeps: int) -> list[tuple[Any, int]]:
         """The ctrl pieces of the ``substeps`` physics steps that hold ``command``."""
-        ctrl = drive_ctrl(command, params)
-        ctrl = namespace(ctrl).broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+        ctrl = self._ctrl(command, params)
         if self._delay is None or self._delay.substeps != substeps:
             if self._delay is not None and self.latency_steps:
                 raise ValueError(f"substeps changed {self._delay.substeps} -> {substeps} with a latency "
                                  f"in flight; step with one period")
             self._delay = ControlDelay(self.latency_steps, substeps, ctrl * 0.0)
+            for env_ids, recent in self._before_first_step:
+                self._clear(env_ids, recent)
+            self._before_first_step = []
         return self._delay.push(ctrl)
 
-    def clear(self, env_ids: Any) -> None:
+    def clear(
+        self, env_ids: Any, in_flight: Sequence[MotorCommand] = (), params: MotorParams | None = None
+    ) -> None:
         """Reset envs start with their motors off, as a new batch does (no ctrl of the last episode left
-        in the latency). ``env_ids``: numpy or a tensor on any device, whatever kind the ctrl are."""
-        if self._delay is None or not self.latency_steps:  # without a latency only the newest ctrl acts
+        in the latency), or acting on ``in_flight`` (commands sent before, one per period, oldest first,
+        batched over every env, the kind of the stepped commands; ``params`` their drive scales).
+        ``env_ids``: numpy or a tensor on any device, whatever kind the ctrl are."""
+        if not self.latency_steps:  # without a latency only the newest ctrl acts
             return
+        if in_flight and params is None:
+            raise ValueError("commands in flight need the drive scales (params) to make their ctrl")
+        recent = [self._ctrl(c, params) for c in in_flight] if params is not None else []
+        if self._delay is not None:
+            self._clear(env_ids, recent)
+        elif recent:  # before the first step every line is off: only ctrl in flight need keeping
+            self._before_first_step.append((env_ids, recent))
+
+    def _ctrl(self, command: MotorCommand, params: MotorParams) -> Any:
+        ctrl = drive_ctrl(command, params)
+        return namespace(ctrl).broadcast_to(ctrl, (self.num_envs, ctrl.shape[-1]))
+
+    def _clear(self, env_ids: Any, recent: list[Any]) -> None:
+        assert self._delay is not None
         off = self._delay.off
         if isinstance(off, torch.Tensor):
-            self._delay.clear(torch.as_tensor(env_ids, device=off.device).long())
+            rows = torch.as_tensor(env_ids, device=off.device).long()
         else:
-            self._delay.clear(to_numpy(env_ids).astype(np.intp))
+            rows = to_numpy(env_ids).astype(np.intp)
+        self._delay.clear(rows, recent)
 
 
 class Simulator(Protocol):
@@ -183,11 +206,14 @@ class Simulator(Protocol):
         joint_pos: torch.Tensor,
         joint_vel: torch.Tensor,
         keep_latency: bool = False,
+        in_flight: Sequence[MotorCommand] = (),
     ) -> None:
         """Start the given envs over from a state (joint arrays (M, 29), motor order): solver warm start and
         ctrl cleared, and the actuation latency's ctrl in flight dropped (motors off until their next ctrl
         arrives), as a new batch starts. ``keep_latency``: keep the ctrl in flight (a teleport within an
-        episode, as the lock-step parity tests do)."""
+        episode, as the lock-step parity tests do). ``in_flight``: the commands sent before this state
+        instead (one per policy period, oldest first, batched over every env: rows ``env_ids`` used), which
+        reach the motors through the latency as they would have (a start at a recorded state)."""
 
     def step(self, command: MotorCommand, substeps: int) -> None:
         """Hold ``command`` (batched (N, 29)) for ``substeps`` physics steps with the PD drive law."""

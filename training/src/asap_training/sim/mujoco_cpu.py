@@ -108,6 +108,7 @@ class MujocoCpuSimulator:
         joint_pos: np.ndarray,
         joint_vel: np.ndarray,
         keep_latency: bool = False,
+        in_flight: Sequence[MotorCommand] = (),
     ) -> None:
         """Start envs over (see :meth:`~asap_training.sim.base.Simulator.reset`); free-joint qvel is (world
         linear, body angular) velocity."""
@@ -124,7 +125,7 @@ class MujocoCpuSimulator:
             d.qvel[self._qvel_sl] = self._sensed_dq[i] = joint_vel[k]
             mujoco.mj_forward(self.models[self.variant[i]], d)
         if not keep_latency:
-            self._drive.clear(env_ids)
+            self._drive.clear(env_ids, in_flight, self.motor_params)
         self._read_state(env_ids)
 
     def set_floating_state(

@@ -189,6 +189,7 @@ class MujocoWarpSimulator:
         joint_pos: np.ndarray,
         joint_vel: np.ndarray,
         keep_latency: bool = False,
+        in_flight: Sequence[MotorCommand] = (),
     ) -> None:
         """Start envs over (:meth:`~asap_training.sim.base.Simulator.reset`; cleared as by
         ``mj_resetData``: zero warm start, ctrl, forces); free-joint qvel is (world linear, body angular)
@@ -209,7 +210,7 @@ class MujocoWarpSimulator:
         mask.zero_()
         mask[ids] = True
         if not keep_latency:
-            self._drive.clear(ids)
+            self._drive.clear(ids, in_flight, self.motor_params)
         with wp.ScopedDevice(self._wp_device):
             self._run(("reset",), self._reset_worlds)
             self._read_state(ids)
