@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,10 @@ def joint_q(i: int) -> np.ndarray:
 
 def joint_dq(i: int) -> np.ndarray:
     return (-0.002 * i + 0.03 * np.arange(29)).astype(np.float32)
+
+
+def joint_tau(i: int) -> np.ndarray:
+    return (0.05 * i - 0.5 * np.arange(29)).astype(np.float32)
 
 
 def base_quat(m: int) -> np.ndarray:
@@ -80,7 +85,9 @@ def write_bag(
     for i in range(n_states):
         if i not in drop_states:
             t = T0 + i * LS_NS
-            state = lowstate(store, 1000 + 2 * i, joint_q(i), dq=joint_dq(i), mode_machine=variant(i))
+            state = lowstate(
+                store, 1000 + 2 * i, joint_q(i), dq=joint_dq(i), tau=joint_tau(i), mode_machine=variant(i)
+            )
             msgs.append(("/lowstate", t, state))
     for m in range(n_states * LS_NS // OD_NS):
         t = T0 + m * OD_NS + OD_SHIFT
@@ -160,6 +167,7 @@ def test_rows_equal_the_recorded_state_action_and_mocap(main_bag: Path, artifact
         seen = 10 * ks + 1  # the state each tick observed (lowstate_tick), not the newest one
         np.testing.assert_array_equal(tr.joint_pos, [joint_q(i) for i in seen])
         np.testing.assert_array_equal(tr.joint_vel, [joint_dq(i) for i in seen])
+        np.testing.assert_array_equal(tr.joint_torque, [joint_tau(i) for i in seen])
         np.testing.assert_array_equal(tr.action, [applied(k) for k in ks])  # applied, not action_raw
         np.testing.assert_allclose(tr.phase, (7 + ks) / 100.0, rtol=1e-6)
         nearest = np.abs(t_od[None, :] - (T0 + seen * LS_NS)[:, None]).argmin(axis=1)
@@ -192,6 +200,16 @@ def test_save_load_keeps_content_and_hash(main_bag: Path, artifact: PolicyArtifa
         assert a.name == b.name
         np.testing.assert_array_equal(a.base_lin_vel_w, b.base_lin_vel_w)
         np.testing.assert_array_equal(a.joint_pos, b.joint_pos)
+        np.testing.assert_array_equal(a.joint_torque, b.joint_torque)
+    # a file written before torques were kept reads without them, and its hash is the one it had then
+    old = RealDataset(
+        tuple(replace(tr, joint_torque=None) for tr in ds.trajectories), ds.control_dt, ds.action_joints,
+        ds.policy_sha256, ds.mode_machine, ds.info,
+    )
+    back = RealDataset.load(old.save(tmp_path / "old.npz"))
+    assert not back.has_torque and ds.has_torque and back.sha256 == old.sha256 != ds.sha256
+    with pytest.raises(ValueError, match="joint_torque is"):
+        replace(ds.trajectories[0], joint_torque=np.zeros((3, 29)))
 
 
 def test_several_episodes(main_bag: Path, small: Callable[..., Path], artifact: PolicyArtifact) -> None:

@@ -63,6 +63,14 @@ def test_a_recording_with_a_latency_replays_exactly_in_its_own_simulator(tmp_pat
     nominal = open_loop_errors(recording, horizons_s=(0.25, 1.0), max_windows=8)
     assert own["1"]["e_g_mpjpe_mm"] < 1e-3  # float round-off only, as for a recording without a latency
     assert nominal["1"]["e_g_mpjpe_mm"] > 5.0
+    # the torques the twin reported with each state are the ones the simulator computes one tick on
+    frames = np.arange(0, recording.trajectories[0].num_steps - 2, 7)
+    env = DeltaEnv(delta_env_cfg(recording, num_envs=len(frames), profile=str(gap)), recording,
+                   starts=(np.zeros(len(frames), dtype=int), frames))  # fmt: skip
+    env.step(torch.zeros(len(frames), env.num_actions))
+    reported = recording.trajectories[0].joint_torque[frames + 1]
+    np.testing.assert_allclose(env.state.joint_torque, reported, atol=1e-6)
+    assert np.abs(reported).max() > 10.0
 
 
 def test_delta_env_starts_at_recorded_states_and_observes_the_recorded_action(nominal_recording):

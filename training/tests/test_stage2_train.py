@@ -19,7 +19,7 @@ from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg, recorded_targets, visited_targets
-from asap_training.envs.delta_env import DeltaCfg, delta_obs_dim
+from asap_training.envs.delta_env import DeltaCfg, delta_obs_dim, delta_obs_layout
 from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
@@ -48,6 +48,33 @@ def test_recorded_targets_explain_the_recorded_transitions(weak_ankle_recording)
     assert obs.shape[0] == targets.shape[0] == 48 and targets.shape[1] == 4
     assert after < 0.5 * before  # the simulator with Δa* reproduces the next states far better
     assert np.mean(targets) < 0.0  # weaker real ankles: the nominal simulator's ankle targets are pulled in
+
+
+def test_reported_torques_pin_down_the_stance_legs_corrections(tmp_path):
+    """A noise-free 20 ms latency (one control period): the exact correction is Δa = a_{t-1} - a_t. From
+    motion alone a stance leg's one-tick targets are undetermined (targets that press the foot harder into
+    the ground move nothing), so they match it poorly; with the torques the robot reported they do."""
+    gap = tmp_path / "late.yaml"
+    gap.write_text("actuation_latency_ms: 20.0\n")
+    artifact = load_artifact(PARENT / "policy.onnx")
+    env = TrackingEnv(eval_env_cfg(artifact))
+    trajectory = rollout_twin(artifact, env, str(gap), seed=0, action_noise=0.2).trajectory
+    ds = RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
+    layout, legs = delta_obs_layout(len(ds.action_joints), 1), [
+        i for i, name in enumerate(ds.action_joints) if any(k in name for k in ("hip", "knee", "ankle"))
+    ]
+
+    def match(torque_weight: float) -> float:
+        """Mean over the leg joints of the targets' correlation with the exact correction."""
+        cfg = WarmStartCfg(max_samples=64, search_ticks=1, torque_weight=torque_weight)
+        obs, targets, _, _ = recorded_targets(ds, DeltaCfg(), cfg)
+        exact = obs[:, layout["earlier_actions"]] - obs[:, layout["action"]]
+        return float(np.mean([np.corrcoef(exact[:, j], targets[:, j])[0, 1] for j in legs]))
+
+    assert ds.has_torque
+    with_torque, motion_only = match(WarmStartCfg().torque_weight), match(0.0)
+    print(f"leg targets vs exact: {with_torque:.2f} with torques, {motion_only:.2f} without")
+    assert with_torque > 0.95 and motion_only < 0.9
 
 
 class _NoCorrection(torch.nn.Module):

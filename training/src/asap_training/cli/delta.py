@@ -27,7 +27,7 @@ def parser() -> ConfigParser:
     p.field(DeltaCfg, "joints")
     p.fields(DeltaTrainCfg, "profile", "select_every")
     p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
-    p.fields(WarmStartCfg, "search_ticks", "visited_rounds", "ridge")
+    p.fields(WarmStartCfg, "search_ticks", "visited_rounds", "torque_weight", "ridge")
     p.field(DeltaTrainCfg, "seed")
     add_threads(p)
     return p

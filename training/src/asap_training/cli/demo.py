@@ -132,6 +132,9 @@ class DemoCfg:
     one-tick search, faster and worse on every gap measured)."""
     delta_visited_rounds: int = WarmStartCfg.visited_rounds
     """DAgger rounds of the warm start (``WarmStartCfg.visited_rounds``; 0: recorded states only)."""
+    delta_torque_weight: float = WarmStartCfg.torque_weight
+    """Weight of the reported motor torques in the warm-start targets (``WarmStartCfg.torque_weight``: why;
+    0: motion only)."""
     delta_scale_range: tuple[float, float] | None = FineTuneCfg.delta_scale_range
     """ASAP's fine-tuning scales each env's Δa per joint by a factor from this range, drawn at every
     episode start (``FineTuneCfg.delta_scale_range``: why and what it measured); ``1 1``: Δa as πΔ
@@ -457,7 +460,8 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
            else f"warm start + {cfg.delta_iterations} PPO iterations")  # fmt: skip
     step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints})")
     delta_dir = cfg.out / f"delta{tag}"
-    warm = WarmStartCfg(search_ticks=cfg.delta_search_ticks, visited_rounds=cfg.delta_visited_rounds)
+    warm = WarmStartCfg(search_ticks=cfg.delta_search_ticks, visited_rounds=cfg.delta_visited_rounds,
+                        torque_weight=cfg.delta_torque_weight)  # fmt: skip
     budget = DeltaTrainCfg(model=cfg.delta_model, iterations=cfg.delta_iterations, num_envs=cfg.num_envs,
                            seed=cfg.seed, warm_start=warm)  # fmt: skip
     delta_path, _ = train_delta(dataset, delta_dir, budget, delta=DeltaCfg(joints=cfg.delta_joints))
@@ -560,7 +564,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "rounds")
     p.field(DemoCfg, "delta_model", choices=MODELS)
     p.field(DemoCfg, "delta_iterations")
-    p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds")
+    p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds", "delta_torque_weight")
     p.field(DemoCfg, "delta_scale_range", nargs=2, metavar=("LOW", "HIGH"))
     p.fields(DemoCfg, "finetune_iterations", "finetune_envs")
     p.field(DemoCfg, "finetune_min_gain")

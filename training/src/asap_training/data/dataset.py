@@ -3,8 +3,9 @@
 One :class:`RealTrajectory` is an unbroken run of consecutive policy ticks. Row ``t`` holds the state
 ``s_t`` the policy observed at tick ``t`` and the action ``a_t`` it then applied until tick ``t + 1``;
 so ``s_{t+1}`` is the next row (the paper's ``D = {s_0, a_0, s_1, a_1, ...}``, arXiv 2502.01143
-§III-A). The base comes from motion capture (the twin's ``/odometry``), joints from ``/lowstate``, actions
-from the policy record, in normalized action units (``q* = q_default + scale · a``).
+§III-A). The base comes from motion capture (the twin's ``/odometry``), joints and the motor torques the
+robot reports from ``/lowstate``, actions from the policy record, in normalized action units
+(``q* = q_default + scale · a``).
 
 :class:`RealDataset` adds what every trajectory must share (the policy artifact, the robot variant, the
 control period, the joint orders) and a content hash that fine-tuned artifacts carry as provenance.
@@ -35,6 +36,8 @@ _ARRAYS = (
     "action",
     "phase",
 )
+_OPTIONAL = ("joint_torque",)
+"""Arrays a trajectory may lack (files from before they were recorded read without them)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +62,9 @@ class RealTrajectory:
     """(T, A) applied action, normalized units, in the dataset's ``action_joints`` order."""
     phase: np.ndarray
     """(T,) motion phase the policy used at each tick."""
+    joint_torque: np.ndarray | None = None
+    """(T, 29) motor torques the robot reported with the state (``LowState`` ``tau_est``), motor order,
+    N m; None where the recording has none (datasets written before it was kept)."""
 
     def __post_init__(self) -> None:
         t = self.base_pos_w.shape[0]
@@ -80,9 +86,16 @@ class RealTrajectory:
             raise ValueError(f"trajectory {self.name!r}: action is {self.action.shape}, expected ({t}, A)")
         if t < 2:
             raise ValueError(f"trajectory {self.name!r}: needs at least 2 ticks, has {t}")
-        for name in _ARRAYS:
+        if self.joint_torque is not None and self.joint_torque.shape != (t, g1.NUM_MOTORS):
+            raise ValueError(f"trajectory {self.name!r}: joint_torque is {self.joint_torque.shape}, "
+                             f"expected ({t}, {g1.NUM_MOTORS})")
+        for name in self.arrays():
             if not np.all(np.isfinite(getattr(self, name))):
                 raise ValueError(f"trajectory {self.name!r}: {name} has NaN or inf")
+
+    def arrays(self) -> tuple[str, ...]:
+        """The array fields this trajectory holds (the optional ones only where present)."""
+        return _ARRAYS + tuple(k for k in _OPTIONAL if getattr(self, k) is not None)
 
     @property
     def num_steps(self) -> int:
@@ -92,7 +105,7 @@ class RealTrajectory:
     def slice(self, start: int, stop: int) -> RealTrajectory:
         """Rows ``start:stop`` as a trajectory of their own."""
         return RealTrajectory(
-            name=f"{self.name}[{start}:{stop}]", **{k: getattr(self, k)[start:stop] for k in _ARRAYS}
+            name=f"{self.name}[{start}:{stop}]", **{k: getattr(self, k)[start:stop] for k in self.arrays()}
         )
 
 
@@ -123,6 +136,11 @@ class RealDataset:
             )
 
     @property
+    def has_torque(self) -> bool:
+        """Whether every trajectory carries the reported motor torques."""
+        return all(tr.joint_torque is not None for tr in self.trajectories)
+
+    @property
     def num_steps(self) -> int:
         """Rows over all trajectories."""
         return sum(tr.num_steps for tr in self.trajectories)
@@ -133,7 +151,7 @@ class RealDataset:
         h = hashlib.sha256(json.dumps(self._header(), sort_keys=True).encode())
         for tr in self.trajectories:
             h.update(tr.name.encode())
-            for name in _ARRAYS:
+            for name in tr.arrays():
                 h.update(np.ascontiguousarray(getattr(tr, name), dtype=np.float64).tobytes())
         return h.hexdigest()
 
@@ -153,7 +171,7 @@ class RealDataset:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {
-            f"{i}/{name}": getattr(tr, name) for i, tr in enumerate(self.trajectories) for name in _ARRAYS
+            f"{i}/{name}": getattr(tr, name) for i, tr in enumerate(self.trajectories) for name in tr.arrays()
         }
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez_compressed(tmp, header=np.array(json.dumps(self._header())), **arrays)
@@ -171,7 +189,9 @@ class RealDataset:
                     f"this code reads {FORMAT_VERSION}"
                 )
             trajectories = tuple(
-                RealTrajectory(name=name, **{k: data[f"{i}/{k}"] for k in _ARRAYS})
+                RealTrajectory(
+                    name=name, **{k: data[f"{i}/{k}"] for k in _ARRAYS + _OPTIONAL if f"{i}/{k}" in data}
+                )
                 for i, name in enumerate(header["trajectories"])
             )
         return cls(

@@ -180,6 +180,7 @@ def read_episode(bag: str | Path, cfg: IngestCfg | None = None) -> EpisodeRows:
             joint_vel=ls.dq[s].astype(np.float64),
             action=pol.action[r].astype(np.float64),
             phase=pol.phase[r].astype(np.float64),
+            joint_torque=ls.tau_est[s].astype(np.float64),
         )
 
     return EpisodeRows(

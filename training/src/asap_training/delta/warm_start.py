@@ -53,6 +53,14 @@ class WarmStartCfg:
     position and orientation included)."""
     velocity_weight: float = 0.1
     """Weight of joint velocity errors (rad/s)."""
+    torque_weight: float = 0.02
+    """Weight of motor torque errors (N m) against the torques the robot reported (``tau_est``), where the
+    dataset has them. Motion alone leaves a stance leg's corrections undetermined: with the foot on the
+    ground, hip, knee and ankle targets that press against each other move nothing in one tick, and the
+    search's targets there were noise (correlation with the exact correction of a pure 21 ms latency
+    0.47-0.64 on hip roll/pitch and ankle pitch, 0.98 on the arms); the torques tell them apart (0.85-1.0).
+    0 matches motion only. The G1 estimates ``tau_est`` from motor current: a motor weak in its torque
+    constant reports more than it gives."""
     epochs: int = 300
     """Regression epochs of the MLP πΔ."""
     learning_rate: float = 1e-3
@@ -85,10 +93,15 @@ def _thin(total: int, count: int) -> np.ndarray:
 
 def _mismatch(env: DeltaEnv, rows: Tensor, cfg: WarmStartCfg) -> Tensor:
     """How far every env's simulated state is from the recorded frame ``rows``: tracked points (the env's
-    reference at its motion time is that frame's) and joint velocities, weighted."""
+    reference at its motion time is that frame's), joint velocities and, where recorded, motor torques,
+    weighted."""
     points = (env.points.pos_w - env.ref.pos_w).flatten(1)
     joint_vel = env.state.joint_vel - env._rec["joint_vel"][rows]
-    return torch.cat([cfg.point_weight * points, cfg.velocity_weight * joint_vel], dim=1)
+    terms = [cfg.point_weight * points, cfg.velocity_weight * joint_vel]
+    if "joint_torque" in env._rec and cfg.torque_weight:
+        torque = env.state.joint_torque.to(env.dtype) - env._rec["joint_torque"][rows]
+        terms.append(cfg.torque_weight * torque)
+    return torch.cat(terms, dim=1)
 
 
 def _search(env: DeltaEnv, cfg: WarmStartCfg, max_delta: float) -> tuple[np.ndarray, float, float]:

@@ -234,8 +234,8 @@ class DeltaEnv(TrackingEnv):
     def _to_device(self) -> None:
         """The recording as tensors of the env's device: rows of every trajectory concatenated."""
         trajectories = self.dataset.trajectories
-        fields = ("joint_pos", "joint_vel", "action", "base_pos_w", "base_quat_w", "base_lin_vel_w",
-                  "base_ang_vel_w")
+        fields = ["joint_pos", "joint_vel", "action", "base_pos_w", "base_quat_w", "base_lin_vel_w",
+                  "base_ang_vel_w"] + (["joint_torque"] if self.dataset.has_torque else [])  # fmt: skip
         self._rec = {k: self.tensor(np.concatenate([getattr(tr, k) for tr in trajectories])) for k in fields}
         index = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=self.device)  # noqa: E731
         lengths = np.array([tr.num_steps for tr in trajectories])

@@ -164,9 +164,9 @@ def rollout_twin(
     safety layer latches DAMPING (:attr:`Rollout.fault` says why) or the pelvis tilts past 53° (a fall).
 
     Also returns the run as a stage-2 trajectory: per POLICY tick the LowState the tick ran on (sensed
-    joints), the ground-truth base as mocap would give it, and the action applied after the safety filter,
-    as an ingested episode bag has them. ``action_noise`` is the node's excitation (``action_noise_std``,
-    seeded with ``seed``). ``twin_config``: the twin's physics step and drive (default
+    joints, reported torques), the ground-truth base as mocap would give it, and the action applied after
+    the safety filter, as an ingested episode bag has them. ``action_noise`` is the node's excitation
+    (``action_noise_std``, seeded with ``seed``). ``twin_config``: the twin's physics step and drive (default
     :class:`TwinConfig`'s); its sensor noise is seeded with ``seed``. Raises ``RuntimeError`` where the
     node refuses a step (as the graph client raises ``GraphError``).
     """
@@ -221,7 +221,7 @@ def rollout_twin(
             fell = True
             break
         rows.append((qpos[:3], qpos[3:7], qvel[:3], quat.rotate(qpos[3:7], qvel[3:6]), s.q, s.dq, out.action,
-                     out.phase))
+                     out.phase, s.tau_est))
         if out.phase >= 1.0:  # the motion ended: the node went to HOLD after this command
             break
     columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None

@@ -51,8 +51,12 @@ class Truth:
     odom_pos: np.ndarray
 
 
-def lowstate(store, tick: int, q: np.ndarray, *, dq: np.ndarray | None = None, mode_machine: int = 5):
-    """A LowState with ``tick``, joint positions ``q`` (29) and velocities ``dq`` (29; default 0.1 i)."""
+def lowstate(
+    store, tick: int, q: np.ndarray, *, dq: np.ndarray | None = None, tau: np.ndarray | None = None,
+    mode_machine: int = 5,
+):
+    """A LowState with ``tick``, joint positions ``q`` (29), velocities ``dq`` (29; default 0.1 i) and
+    torques ``tau`` (29; default -0.5 i)."""
     m = store.types
     motors = [
         m["unitree_hg/msg/MotorState"](
@@ -60,7 +64,7 @@ def lowstate(store, tick: int, q: np.ndarray, *, dq: np.ndarray | None = None, m
             q=float(q[i]) if i < 29 else 0.0,
             dq=(0.1 * i if dq is None else float(dq[i])) if i < 29 else 0.0,
             ddq=0.0,
-            tau_est=-0.5 * i,
+            tau_est=-0.5 * i if tau is None else (float(tau[i]) if i < 29 else 0.0),
             temperature=np.zeros(2, np.int16),
             vol=24.0,
             sensor=np.zeros(2, np.uint32),
