@@ -52,12 +52,12 @@ def test_zero_delta_replays_a_nominal_recording_exactly(nominal_recording, weak_
 
 
 def test_a_recording_with_a_latency_replays_exactly_in_its_own_simulator(tmp_path):
-    """21 ms actuation latency, noise-free: every window starts with the commands the latency still holds
-    (the recorded ones, or the HOLD's default pose before the first frame), so the gap's own simulator
-    reproduces the recording: the floor of the open-loop error is 0. With the motors off for the latency
-    instead it missed the recording by 16 mm at 1 s (7 mm from frame 0 with the first action held)."""
+    """30 ms actuation latency (one and a half control periods), noise-free: every window starts with the
+    commands the latency still holds, oldest first (the recorded ones, or the HOLD's default pose before the
+    first frame), so the gap's own simulator reproduces the recording: the floor of the open-loop error is 0.
+    Measured otherwise at 1 s: motors off for the latency 22 mm, the two commands in the wrong order 1.4."""
     gap = tmp_path / "late.yaml"
-    gap.write_text("actuation_latency_ms: 21.0\n")
+    gap.write_text("actuation_latency_ms: 30.0\n")
     recording = _recording(str(gap))
     own = open_loop_errors(recording, profile=str(gap), horizons_s=(0.25, 1.0), max_windows=8)
     nominal = open_loop_errors(recording, horizons_s=(0.25, 1.0), max_windows=8)

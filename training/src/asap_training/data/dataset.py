@@ -190,7 +190,9 @@ class RealDataset:
                 )
             trajectories = tuple(
                 RealTrajectory(
-                    name=name, **{k: data[f"{i}/{k}"] for k in _ARRAYS + _OPTIONAL if f"{i}/{k}" in data}
+                    name=name,
+                    **{k: data[f"{i}/{k}"] for k in _ARRAYS},
+                    **{k: data[f"{i}/{k}"] for k in _OPTIONAL if f"{i}/{k}" in data},
                 )
                 for i, name in enumerate(header["trajectories"])
             )

@@ -123,6 +123,10 @@ def train_delta(
         raise ValueError("the joint_linear πΔ is fitted by the warm start's regression; without a warm "
                          "start use model mlp")  # fmt: skip
     delta = delta or DeltaCfg()
+    if warm_start is not None and warm_start.torque_weight and not dataset.has_torque:
+        print("the dataset has no motor torques (ingested before they were kept, or merged with such a "
+              "dataset): the warm-start targets match motion only; asap-ingest the bags again to use them",
+              flush=True)  # fmt: skip
     shares: dict[str, float] = {}
     if delta.joints == AUTO_JOINTS:
         delta, shares = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)

@@ -163,7 +163,9 @@ def recorded_targets(
 
 class _VisitedEnv(DeltaEnv):
     """A delta env whose env ``i`` starts at the given simulator state ``i`` instead of its recorded frame's
-    (the frame still gives the recorded actions and the next frames the target)."""
+    (the frame still gives the recorded actions and the next frames the target). Where the corrected
+    simulator has an actuation latency (a ``profile`` other than nominal), the commands in flight are the
+    recorded ones, without the Δa the replay had added to them."""
 
     def __init__(self, cfg: TrackingEnvCfg, dataset: RealDataset, delta: DeltaCfg,
                  starts: tuple[np.ndarray, np.ndarray], states: tuple[np.ndarray, ...]) -> None:  # fmt: skip

@@ -301,7 +301,8 @@ class DeltaEnv(TrackingEnv):
 
     def earlier_recorded_actions(self) -> torch.Tensor:
         """a_real at the ``action_history`` frames before the current one, newest first (N, H·A); before a
-        trajectory's first frame, its first action (the command held)."""
+        trajectory's first frame, its first action (an observation convention, the same in fine-tuning's
+        :class:`~asap_training.envs.delta_model.FrozenDelta`)."""
         earlier = [self._rec["action"][row] for row, _ in self._earlier_rows(self.delta_cfg.action_history)]
         return torch.cat(earlier, dim=1) if earlier else self.recorded_action()[:, :0]
 
@@ -314,7 +315,9 @@ class DeltaEnv(TrackingEnv):
     def _commands_in_flight(self) -> tuple[MotorCommand, ...]:
         """The recorded commands of the periods before each start that the actuation latency still holds
         (before a trajectory's first frame: action 0, the policy's default pose that the node's HOLD
-        commanded with the policy's gains): on the robot they were in flight when the start state was read.
+        commands before POLICY with the policy's gains, its default ``hold_gains``; a segment that ingest cut
+        after a lost record had an unknown command in flight, and its first frames start from this one):
+        on the robot they were in flight when the start state was read.
         Without them a replay in the gap's own simulator starts with its motors off for the latency (21 ms
         on a 20 ms period: the whole first tick limp) and misses the recording it should reproduce
         (measured, random:2001 without sensor noise, 1 s open loop: 20.5 mm with the motors off, 0.6 with

@@ -346,8 +346,9 @@ class TrackingEnv:
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """Reference-state init: random motion and start time, state copied from the reference. A reset env
-        starts as a new one: observation history, action queue and actuation latency emptied. (Called
-        alone, not by :meth:`step`, on some envs: the next :meth:`observations` advances the others too.)"""
+        starts as a new one: observation history and action queue emptied, the actuation latency emptied
+        or holding :meth:`_commands_in_flight`. (Called alone, not by :meth:`step`, on some envs: the next
+        :meth:`observations` advances the others too.)"""
         env_ids = torch.as_tensor(env_ids, device=self.device)
         if env_ids.numel() == 0:
             return

@@ -169,8 +169,9 @@ class DriveInput:
         recent = [self._ctrl(c, params) for c in in_flight] if params is not None else []
         if self._delay is not None:
             self._clear(env_ids, recent)
-        elif recent:  # before the first step every line is off: only ctrl in flight need keeping
-            self._before_first_step.append((env_ids, recent))
+        else:  # in order, so a later reset of the same envs overrides an earlier one; the caller's ids copied
+            ids = env_ids.clone() if isinstance(env_ids, torch.Tensor) else np.array(env_ids, copy=True)
+            self._before_first_step.append((ids, recent))
 
     def _ctrl(self, command: MotorCommand, params: MotorParams) -> Any:
         ctrl = drive_ctrl(command, params)
