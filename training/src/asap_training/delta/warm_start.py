@@ -98,7 +98,7 @@ def _mismatch(env: DeltaEnv, rows: Tensor, cfg: WarmStartCfg) -> Tensor:
     points = (env.points.pos_w - env.ref.pos_w).flatten(1)
     joint_vel = env.state.joint_vel - env._rec["joint_vel"][rows]
     terms = [cfg.point_weight * points, cfg.velocity_weight * joint_vel]
-    if "joint_torque" in env._rec and cfg.torque_weight:
+    if env.dataset.has_torque and cfg.torque_weight:
         torque = env.state.joint_torque.to(env.dtype) - env._rec["joint_torque"][rows]
         terms.append(cfg.torque_weight * torque)
     return torch.cat(terms, dim=1)
