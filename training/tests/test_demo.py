@@ -1,8 +1,10 @@
-"""``asap-demo`` end to end on a tiny budget: two ASAP rounds on a random gap, through the real graph.
+"""``asap-demo`` end to end on a tiny budget: two ASAP rounds on a random gap, through the real graph,
+πΔ correcting the simulator SysID identified from the first round's data.
 
 Every step runs for real (runner-started lock-step graphs over DDS, MCAP bags, ingest, πΔ warm start +
 PPO, fine-tuning, LoadPolicy pushes, the report), with budgets far too small to learn anything: the test
-proves the plumbing of ``--rounds`` and ``--gap random:<seed>``, not the method (README: demo results).
+proves the plumbing of ``--rounds``, ``--delta-base sysid`` and ``--gap random:<seed>``, not the method
+(README: demo results).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from asap_sim.profiles import random_profile_dict
 from asap_training.cli.demo import main
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_model import DeltaModel
+from asap_training.rl.train import read_params
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
 
@@ -29,6 +32,7 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
         "--delta-joints", "auto", "--threads", "1",
         "--finetune-min-gain=-inf",  # whatever πΔ this budget fits: the test is of the rounds' plumbing
         "--delta-search-ticks", "1", "--delta-visited-rounds", "0",  # the quickest warm start
+        "--delta-base", "sysid", "--sysid-evaluations", "3",
     ])  # fmt: skip
     assert yaml.safe_load((out / "gap.yaml").read_text()) == random_profile_dict(3)
     first, merged = RealDataset.load(out / "dataset.npz"), RealDataset.load(out / "dataset_r2.npz")
@@ -46,6 +50,12 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
     assert all(row["e_g_mpjpe_mm"] > 0.0 and row["e_g_mpjpe_mm_std"] >= 0.0 for row in twin.values())
     assert "twin core (2 noise seeds per policy)" in (out / "report.md").read_text()
     assert (out / "policy_asap_r2.onnx").is_file() and (out / "finetune_asap" / "policy.onnx").is_file()
+    # both rounds' πΔ correct the identified simulator, and each fine-tuning ran in it
+    identified = str(out / "sysid" / "identified.yaml")
+    assert "SysID" in report["open_loop"] and (out / "sysid" / "identified.json").is_file()
+    for tag in ("", "_r2"):
+        assert DeltaModel(out / f"delta{tag}" / "delta.onnx").meta.profile == identified
+        assert read_params(out / f"finetune_asap{tag}")[0].profile == identified
     # each fine-tuning scored its parent and its one update, and exported the better one
     for run in ("finetune_asap", "finetune_asap_r2"):
         selection = json.loads((out / run / "selection.json").read_text())

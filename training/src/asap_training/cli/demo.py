@@ -7,7 +7,8 @@
 3. ingest the data bags into a real-trajectory dataset;
 4. fit the delta-action model πΔ on it (``--delta-model``: per-joint linear by default, or the paper's MLP
    with PPO) in open-loop replays, open-loop replay errors;
-5. fine-tune the policy in the nominal simulator with the frozen πΔ in its action path (+ baselines),
+5. fine-tune the policy in the simulator πΔ corrects (``--delta-base``: the nominal one, or the one SysID
+   identifies from the same data) with the frozen πΔ in its action path (+ baselines),
    unless πΔ replays the data no better than no correction: then the policy is kept (``--finetune-min-gain``);
 6. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
    record the evaluation episodes again (same twin noise seeds as the Vanilla ones);
@@ -75,6 +76,9 @@ GRAPH_ATTEMPTS = 3
 BASELINES = ("sysid", "dr", "deltadyn")
 """Fine-tuning baselines of the paper (§4.7) the demo can add; Vanilla (no fine-tuning) is always there."""
 
+DELTA_BASES = ("nominal", "sysid")
+"""Simulators πΔ can correct (``DemoCfg.delta_base``)."""
+
 POLICIES = Path(__file__).resolve().parents[3] / "policies"
 """``training/policies``: shipped stage-1 policies in training-run layout."""
 
@@ -122,6 +126,11 @@ class DemoCfg:
     """ASAP's iteration: each further round records as many data episodes again with the policy the
     round before fine-tuned (with the excitation), refits πΔ on all data so far and fine-tunes that
     policy again; the last round's policy is the one evaluated. Baselines use the first round's data."""
+    delta_base: str = "nominal"
+    """The simulator πΔ corrects and the policy is fine-tuned in: ``nominal`` (the paper's: the simulator
+    the policy was trained in), or ``sysid``: the one SysID identifies from the same data (its gains,
+    masses and CoM, ``SysidCfg``; the identification the ``sysid`` baseline uses), so that πΔ learns
+    only what those parameters cannot express. Later rounds keep the first round's identification."""
     delta_model: str = DeltaTrainCfg.model
     """πΔ's model (``DeltaTrainCfg.model``): ``joint_linear`` (per-joint linear, fitted to the warm start's
     targets, no PPO) or ``mlp`` (the paper's MLP: warm start, then ``delta_iterations`` PPO iterations)."""
@@ -312,6 +321,9 @@ def describe_gap(cfg: DemoCfg) -> str:
 
 def run(cfg: DemoCfg) -> Path:
     """The seven steps; returns the report path."""
+    if cfg.delta_base not in DELTA_BASES:
+        known = ", ".join(DELTA_BASES)
+        raise SystemExit(f"asap-demo: unknown delta base {cfg.delta_base!r} (known: {known})")
     t_start = time.monotonic()
     out = cfg.out
     parent_onnx = cfg.parent / "policy.onnx"
@@ -331,10 +343,14 @@ def run(cfg: DemoCfg) -> Path:
     dataset.save(out / "dataset.npz")
     print(summary(dataset), flush=True)
 
-    fit = fit_and_fine_tune(cfg, dataset, cfg.parent, "")
+    identified = identify_sysid(cfg, dataset) if "sysid" in (cfg.delta_base, *cfg.baselines) else None
+    base = str(identified) if cfg.delta_base == "sysid" else "nominal"
+    fit = fit_and_fine_tune(cfg, dataset, cfg.parent, "", base)
     # the twin's gap is known here: replayed in it, the data shows how much a correction could remove
     open_loop = {**fit.open_loop, OPEN_LOOP_FLOOR: open_loop_errors(dataset, profile=cfg.gap)}
-    baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop)
+    if identified is not None:
+        open_loop["SysID"] = open_loop_errors(dataset, profile=str(identified))
+    baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop, identified)
     datasets = [dataset]
     for r in range(2, cfg.rounds + 1):
         if fit.kept:
@@ -349,7 +365,7 @@ def run(cfg: DemoCfg) -> Path:
         merged = merge_datasets(datasets)
         merged.save(out / f"dataset_r{r}.npz")
         print(summary(merged), flush=True)
-        fit = fit_and_fine_tune(cfg, merged, fit.run_dir, f"_r{r}")
+        fit = fit_and_fine_tune(cfg, merged, fit.run_dir, f"_r{r}", base)
         open_loop.update({f"{name}, round {r} data": row for name, row in fit.open_loop.items()})
     asap_onnx, delta_path = fit.artifact, fit.delta_path
 
@@ -388,7 +404,9 @@ def run(cfg: DemoCfg) -> Path:
             + "\n\nEvery row: episodes recorded through the ROS graph (policy node + recorder), each policy"
             + " pushed into the running node, the same twin noise seeds for every policy.",
             **({twin_title: twin_text} if twin_text else {}),
-            "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop),
+            "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop)
+            + ("" if base == "nominal" else f"\n\n{OPEN_LOOP_DELTA}: πΔ on the simulator SysID identified "
+               "(--delta-base sysid), where fine-tuning ran too."),
             "Artifacts": "\n".join(
                 [
                     f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
@@ -454,16 +472,19 @@ class RoundFit:
     """Fine-tuning settings every method shares (budget, seed, dataset)."""
 
 
-def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str) -> RoundFit:
-    """Steps 4 and 5 of one round: fit πΔ on ``dataset`` and fine-tune ``parent`` with it frozen."""
+def fit_and_fine_tune(
+    cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str, base: str = "nominal"
+) -> RoundFit:
+    """Steps 4 and 5 of one round: fit πΔ on ``dataset`` as a correction of the simulator with dynamics
+    profile ``base`` and fine-tune ``parent`` in that simulator with πΔ frozen."""
     fit = (f"{cfg.delta_visited_rounds} DAgger rounds" if cfg.delta_model == "joint_linear"
            else f"warm start + {cfg.delta_iterations} PPO iterations")  # fmt: skip
-    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints})")
+    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints}) on the {base} simulator")
     delta_dir = cfg.out / f"delta{tag}"
     warm = WarmStartCfg(search_ticks=cfg.delta_search_ticks, visited_rounds=cfg.delta_visited_rounds,
                         torque_weight=cfg.delta_torque_weight)  # fmt: skip
     budget = DeltaTrainCfg(model=cfg.delta_model, iterations=cfg.delta_iterations, num_envs=cfg.num_envs,
-                           seed=cfg.seed, warm_start=warm)  # fmt: skip
+                           profile=base, seed=cfg.seed, warm_start=warm)  # fmt: skip
     delta_path, _ = train_delta(dataset, delta_dir, budget, delta=DeltaCfg(joints=cfg.delta_joints))
     selection = json.loads((delta_dir / "selection.json").read_text())
     scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
@@ -472,7 +493,7 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
           f"{scores})", flush=True)  # fmt: skip
     open_loop = {
         OPEN_LOOP_NONE: open_loop_errors(dataset),
-        OPEN_LOOP_DELTA: open_loop_errors(dataset, delta_model=delta_path),
+        OPEN_LOOP_DELTA: open_loop_errors(dataset, profile=base, delta_model=delta_path),
     }
     print(open_loop_table(open_loop), flush=True)
     common: dict[str, Any] = {
@@ -488,7 +509,8 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
     scaled = "" if scale is None else f", Δa x{scale[0]:g}-{scale[1]:g} per env and joint"
     step(5, f"fine-tuning with the frozen πΔ{scaled} ({cfg.finetune_iterations} PPO iterations)")
     run_dir, artifact = cfg.out / f"finetune_asap{tag}", cfg.out / f"policy_asap{tag}.onnx"
-    ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=cfg.delta_scale_range, **common)
+    ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=cfg.delta_scale_range,
+                     profile=None if base == "nominal" else base, **common)  # fmt: skip
     fine_tune(parent, ft, run_dir, artifact)
     shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
     return RoundFit(delta_path, artifact, run_dir, "", open_loop, common)
@@ -519,8 +541,20 @@ def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
     return path
 
 
-def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict) -> dict[str, Path]:
-    """Fine-tune each requested baseline with the same data and budget; adds their open-loop rows."""
+def identify_sysid(cfg: DemoCfg, dataset: RealDataset) -> Path:
+    """SysID's identified profile from ``dataset`` (``<out>/sysid/identified.yaml``)."""
+    print(f"  SysID: identifying the simulator's parameters from the data ({cfg.sysid_evaluations} "
+          "open-loop replays at most)", flush=True)  # fmt: skip
+    identified = cfg.out / "sysid" / "identified.yaml"
+    identify(dataset, identified, SysidCfg(max_evaluations=cfg.sysid_evaluations))
+    return identified
+
+
+def run_baselines(
+    cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict, identified: Path | None
+) -> dict[str, Path]:
+    """Fine-tune each requested baseline with the same data and budget (``identified``: SysID's profile,
+    needed for ``sysid``); adds their open-loop rows."""
     artifacts = {}
     for name in cfg.baselines:
         run_dir, out = cfg.out / f"finetune_{name}", cfg.out / f"policy_{name}.onnx"
@@ -529,9 +563,7 @@ def run_baselines(cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: d
             fine_tune(cfg.parent, FineTuneCfg(table_vi_dr=True, **common), run_dir, out)
             artifacts[DR] = out
         elif name == "sysid":
-            identified = cfg.out / "sysid" / "identified.yaml"
-            identify(dataset, identified, SysidCfg(max_evaluations=cfg.sysid_evaluations))
-            open_loop["SysID"] = open_loop_errors(dataset, profile=str(identified))
+            assert identified is not None  # identified in run() whenever the baseline is asked for
             fine_tune(cfg.parent, FineTuneCfg(profile=str(identified), **common), run_dir, out)
             artifacts[SYSID] = out
         elif name == "deltadyn":
@@ -562,6 +594,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "seed")
     p.field(DemoCfg, "delta_joints")
     p.field(DemoCfg, "rounds")
+    p.field(DemoCfg, "delta_base", choices=DELTA_BASES)
     p.field(DemoCfg, "delta_model", choices=MODELS)
     p.field(DemoCfg, "delta_iterations")
     p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds", "delta_torque_weight")
@@ -569,6 +602,7 @@ def parser() -> ConfigParser:
     p.fields(DemoCfg, "finetune_iterations", "finetune_envs")
     p.field(DemoCfg, "finetune_min_gain")
     p.field(DemoCfg, "baselines", nargs="*", choices=BASELINES)
+    p.field(DemoCfg, "sysid_evaluations")
     p.add_argument(
         "--suite", nargs="+", metavar="GAP",
         help="run the demo on each of these gaps (into <out>/<gap>) and write suite.md/.json/.png over all",
