@@ -141,9 +141,10 @@ def test_sdk_lowcmds_with_a_bad_crc_or_mode_machine_are_rejected_and_counted(
 
 def test_the_wire_check_shows_the_sdk_participant_and_the_robot_topics(graph: TwinAndSdk) -> None:
     """`asap-dds-check` (README "Talking to a G1") while the SDK commands the twin."""
-    check = spawn("-m asap_bringup.dds_check", "--seconds", "3")
+    # 5 s: on a loaded machine 3 s of listening missed the SDK's participant (discovery is slower there)
+    check = spawn("-m asap_bringup.dds_check", "--seconds", "5")
     # longer than the check listens: its start-up (imports, discovery) takes seconds on a busy machine
-    graph.peer.ask("command", seconds=8.0, rate_hz=100, q={}, kp=40.0, kd=2.0, crc="sdk", mode_machine=None)
+    graph.peer.ask("command", seconds=12.0, rate_hz=100, q={}, kp=40.0, kd=2.0, crc="sdk", mode_machine=None)
     code, out, err = finish(check)
     assert code == 0, out + err
     assert "(type propagation disabled)" in out and "result: OK: /lowstate arrives with valid CRCs" in out

@@ -121,9 +121,11 @@ def _assert_monitoring_flows(node) -> None:
 
     def arrived() -> bool:  # motor values come with the first /lowstate (before: STALE, no values)
         motors = diagnostics.get("asap_policy: motors")
-        # under load the first markers can go out before the first /odometry reaches the monitor
+        # under load the first markers can go out before the first /odometry or /policy/status reaches
+        # the monitor
+        text = status_text()
         return (len(markers) >= 2 and wanted <= set(diagnostics) and bool(motors and motors.values)
-                and "base: odometry" in status_text())
+                and "base: odometry" in text and "policy: " in text)
 
     assert spin_until(node, arrived, 30.0), (
         f"markers {len(markers)}, diagnostics {sorted(diagnostics)}, status {status_text()!r}"
