@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.rl.finetune import FineTuneCfg, IterateSelector, fine_tune, finetune_env_cfg
-from asap_training.rl.train import read_params
+from asap_training.rl.train import latest_checkpoint, read_params
 
 PARENT = Path(__file__).resolve().parents[1] / "policies" / "arm_swing"
 ANKLES = DeltaCfg(joints=(".*_ankle_.*",))
@@ -107,7 +108,7 @@ def test_visited_targets_start_at_the_states_the_replay_reached(weak_ankle_recor
 
 
 def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
-    weak_ankle_recording, tmp_path
+    weak_ankle_recording, tmp_path, capsys
 ):
     ds = weak_ankle_recording
     parent = load_artifact(PARENT / "policy.onnx")
@@ -157,6 +158,15 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
     assert prov.parent_sha256 == parent.sha256
     assert prov.delta_model_sha256 == sha and prov.dataset_sha256 == ds.sha256
     assert artifact.metadata.observation.to_dict() == parent.metadata.observation.to_dict()
+
+    # run again in the same folder with a larger budget: it continues from the run's latest checkpoint, says
+    # so, and names that checkpoint (not the parent) as iterate 0
+    last = latest_checkpoint(tmp_path / "finetune")
+    capsys.readouterr()
+    fine_tune(PARENT, replace(cfg, iterations=3), tmp_path / "finetune", out, progress=True)
+    said = capsys.readouterr().out
+    assert f"from {last.name} up to the parent's model_" in said
+    assert f"(0: {last.name})" in said and "(0: the parent)" not in said
 
 
 def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_ankle_recording, tmp_path):

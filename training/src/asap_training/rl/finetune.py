@@ -232,8 +232,14 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
     parent_env, ppo = read_params(parent_dir)
     parent_it = int(checkpoint.stem.split("_")[1])
     run_dir.mkdir(parents=True, exist_ok=True)
-    if latest_checkpoint(run_dir) is None:
-        shutil.copy2(checkpoint, run_dir / checkpoint.name)
+    resumed = latest_checkpoint(run_dir)
+    if resumed is None:
+        resumed = Path(shutil.copy2(checkpoint, run_dir / checkpoint.name))
+    start = "the parent" if resumed.name == checkpoint.name else resumed.name  # what iterate 0 is
+    if progress and resumed.name != checkpoint.name:
+        print(f"continuing the fine-tuning in {run_dir} from {resumed.name} up to the parent's "
+              f"{checkpoint.name} + {cfg.iterations} iterations (remove the folder to start over)",
+              flush=True)  # fmt: skip
     env_cfg = finetune_env_cfg(parent_env, cfg)
     until = parent_it + cfg.iterations
     selector = None
@@ -254,9 +260,9 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
         runner.save(str(latest_checkpoint(run_dir)))
         if progress:
             kept, parent = (selector.scores[k] for k in (chosen, 0))
-            print(f"fine-tuning kept iterate {chosen} of {max(selector.scores)} (0: the parent), scored on "
+            print(f"fine-tuning kept iterate {chosen} of {max(selector.scores)} (0: {start}), scored on "
                   f"{cfg.select_episodes} disturbed episodes in the fine-tuning simulator: fell in "
-                  f"{kept['fell']:.0%}, E_g-mpjpe {kept['e_g_mpjpe_mm']:.1f} mm (the parent: "
+                  f"{kept['fell']:.0%}, E_g-mpjpe {kept['e_g_mpjpe_mm']:.1f} mm ({start}: "
                   f"{parent['fell']:.0%}, {parent['e_g_mpjpe_mm']:.1f} mm)", flush=True)
     parent_onnx = parent_dir / "policy.onnx"
     provenance = Provenance(
