@@ -232,11 +232,10 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
     parent_env, ppo = read_params(parent_dir)
     parent_it = int(checkpoint.stem.split("_")[1])
     run_dir.mkdir(parents=True, exist_ok=True)
-    resumed = latest_checkpoint(run_dir)
-    if resumed is None:
-        resumed = Path(shutil.copy2(checkpoint, run_dir / checkpoint.name))
-    start = "the parent" if resumed.name == checkpoint.name else resumed.name  # what iterate 0 is
-    if progress and resumed.name != checkpoint.name:
+    resumed = latest_checkpoint(run_dir) or Path(shutil.copy2(checkpoint, run_dir / checkpoint.name))
+    continued = resumed.name != checkpoint.name
+    start = resumed.name if continued else "the parent"  # what the selection's iterate 0 is
+    if progress and continued:
         print(f"continuing the fine-tuning in {run_dir} from {resumed.name} up to the parent's "
               f"{checkpoint.name} + {cfg.iterations} iterations (remove the folder to start over)",
               flush=True)  # fmt: skip
