@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from asap_core import g1
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.warm_start import joint_shares, select_joints
@@ -227,28 +228,38 @@ def test_delta_model_file_round_trip_and_refusals(nominal_recording, tmp_path):
         FrozenDelta(WrongEnv(), str(path))
 
 
-def test_joint_selection_rule_keeps_the_fewest_joints_that_cover_the_share() -> None:
+def test_joint_selection_keeps_the_joints_above_a_share_of_an_even_spread() -> None:
     joints = ("a", "b", "c", "d")
     targets = np.zeros((100, 4))
-    targets[:, 1], targets[:, 3], targets[:, 0] = 3.0, 2.0, 0.1  # power 9, 4, 0.01, 0
+    targets[:, 1], targets[:, 3], targets[:, 0] = 3.0, 2.0, 1.0  # power 9, 4, 1, 0 of 14; even share 1/4
     shares = joint_shares(targets, joints)
-    assert shares["b"] == pytest.approx(9 / 13.01) and shares["c"] == 0.0
-    assert select_joints(shares, 0.6) == ("b",)
-    assert select_joints(shares, 0.8) == ("b", "d")  # action order, not rank order
-    assert select_joints(shares, 1.0) == ("a", "b", "d")
+    assert shares["b"] == pytest.approx(9 / 14) and shares["c"] == 0.0
+    assert select_joints(shares, 1.0) == ("b", "d")  # 9/14 and 4/14 reach 1/4, 1/14 does not
+    assert select_joints(shares, 0.25) == ("a", "b", "d")  # action order, not rank order
+    assert select_joints(shares, 3.0) == ()
+
+
+def test_joint_selection_keeps_every_joint_when_the_gap_is_spread_over_the_body() -> None:
+    """A latency or weakness on many joints gives every joint about an even share: all stay, the single
+    waist joints too (a coverage rule left the last 20 % out, and ranked them below the pairs)."""
+    joints = tuple(j for j in g1.MOTOR_ORDER if j not in g1.WRIST_JOINTS)  # the 23-DoF policy's
+    shares = dict(zip(joints, np.random.default_rng(0).uniform(0.7, 1.3, len(joints)), strict=True))
+    total = sum(shares.values())
+    shares = {j: v / total for j, v in shares.items()}
+    assert select_joints(shares, 0.5) == tuple(shares)
 
 
 def test_joint_selection_takes_both_sides_of_a_joint() -> None:
-    """Mirror pairs are ranked by their summed share: an ankle roll pair (6 % + 4 %) goes before a hip
-    pitch that alone outranks the weaker ankle roll; the waist stands alone."""
+    """Mirror pairs are judged by their mean share: an ankle roll pair (6 % and 3 %: 4.5 %) stays where the
+    right ankle roll alone would not; a hip pitch pair at 2 % goes; the waist stands alone."""
     shares = {"left_ankle_pitch_joint": 0.35, "right_ankle_pitch_joint": 0.35, "left_ankle_roll_joint": 0.06,
-              "right_ankle_roll_joint": 0.035, "right_hip_pitch_joint": 0.04, "left_hip_pitch_joint": 0.03,
-              "waist_yaw_joint": 0.135}  # fmt: skip
-    assert select_joints(shares, 0.7) == ("left_ankle_pitch_joint", "right_ankle_pitch_joint")
-    assert select_joints(shares, 0.8) == (
+              "right_ankle_roll_joint": 0.03, "right_hip_pitch_joint": 0.02, "left_hip_pitch_joint": 0.02,
+              "waist_yaw_joint": 0.17}  # fmt: skip
+    # an even share is 1/7: keeping half of it (0.071) needs a mean above the ankle roll pair's 0.045
+    assert select_joints(shares, 0.5) == (
         "left_ankle_pitch_joint", "right_ankle_pitch_joint", "waist_yaw_joint"
     )  # fmt: skip
-    assert select_joints(shares, 0.9) == (
+    assert select_joints(shares, 0.3) == (
         "left_ankle_pitch_joint", "right_ankle_pitch_joint", "left_ankle_roll_joint",
         "right_ankle_roll_joint", "waist_yaw_joint",
     )  # fmt: skip

@@ -131,7 +131,8 @@ def train_delta(
     if delta.joints == AUTO_JOINTS:
         delta, shares = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)
         ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-        print(f"πΔ joints chosen from the data ({delta.auto_coverage:.0%} of the corrections): "
+        print(f"πΔ joints chosen from the data (pairs with at least {delta.auto_min_share:g}x an even "
+              f"share of the corrections): "
               f"{', '.join(j.replace(chr(92), '') for j in delta.joints)}; shares "
               f"{', '.join(f'{j} {v:.0%}' for j, v in ranked[:8])}...", flush=True)  # fmt: skip
     meta = replace(_meta(dataset, delta, profile), joint_shares=shares)

@@ -286,32 +286,31 @@ def joint_shares(targets: np.ndarray, joints: tuple[str, ...]) -> dict[str, floa
     return {j: float(p) for j, p in zip(joints, power / max(float(power.sum()), 1e-12), strict=True)}
 
 
-def select_joints(shares: dict[str, float], coverage: float) -> tuple[str, ...]:
-    """The fewest mirror pairs (a joint and its other side, :func:`asap_core.g1.mirror`; a waist joint
-    alone), largest summed share first, whose shares add up to ``coverage``; in action order. By pairs:
-    noise splits a symmetric gap's corrections unevenly between the sides (measured on tired_ankles, 65 %
-    on all four ankle motors: left ankle roll 6.4 %, right 3.8 %, below the hip pitches' 3.9 %), and a
-    πΔ on one side only leaves fine-tuning a lopsided simulator."""
-    groups: dict[frozenset[str], float] = {}
+def select_joints(shares: dict[str, float], min_share: float) -> tuple[str, ...]:
+    """The mirror pairs (a joint and its other side, :func:`asap_core.g1.mirror`; a waist joint alone)
+    whose joints' mean share is at least ``min_share`` of an even spread's (1 / number of joints); in action
+    order. A threshold, not a coverage: where a gap acts on every joint (a latency, weakness spread over the
+    body) the shares are all near the even one and every joint stays; a coverage left out the last 20 %
+    there, and single waist joints ranked below pairs by their sum (on random:2001 it dropped the 50 %
+    weak waist yaw and the three waist joints: 1 s open loop 17.0 mm against 11.5 with every joint, none
+    20.9). By pairs: noise splits a symmetric gap's corrections unevenly between the sides (measured on
+    tired_ankles: left ankle roll 6.4 %, right 3.8 %), and a πΔ on one side only leaves fine-tuning a
+    lopsided simulator."""
+    groups: dict[frozenset[str], list[float]] = {}
     for joint, share in shares.items():
-        pair = frozenset(j for j in (joint, g1.mirror(joint)) if j in shares)
-        groups[pair] = groups.get(pair, 0.0) + share
-    total, keep = 0.0, set[str]()
-    for pair in sorted(groups, key=groups.__getitem__, reverse=True):
-        if total >= coverage:
-            break
-        keep |= pair
-        total += groups[pair]
+        groups.setdefault(frozenset(j for j in (joint, g1.mirror(joint)) if j in shares), []).append(share)
+    even = 1.0 / max(len(shares), 1)
+    keep = {j for pair, s in groups.items() if np.mean(s) >= min_share * even for j in pair}
     return tuple(j for j in shares if j in keep)
 
 
 def choose_joints(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
 ) -> tuple[DeltaCfg, dict[str, float]]:
-    """``delta`` with its joints chosen from the data (see ``DeltaCfg.auto_coverage``) and every action
+    """``delta`` with its joints chosen from the data (see ``DeltaCfg.auto_min_share``) and every action
     joint's share. The targets over all joints say where the simulator misses the recording: on a gap
     confined to some joints, the others' Δa* stay near zero."""
     _, targets, _, _ = recorded_targets(dataset, dataclasses.replace(delta, joints=(".*",)), cfg, profile)
     shares = joint_shares(targets, dataset.action_joints)
-    chosen = select_joints(shares, delta.auto_coverage)
+    chosen = select_joints(shares, delta.auto_min_share)
     return dataclasses.replace(delta, joints=tuple(re.escape(j) for j in chosen)), shares

@@ -55,9 +55,10 @@ class DeltaCfg:
     E.g. ``(".*_ankle_.*",)`` for the 4-DoF ankle model ASAP fitted on hardware. ``("auto",)``: chosen by
     :func:`asap_training.delta.warm_start.choose_joints` (the paper's full-body πΔ needs no choice; a
     subset helps where data are scarce, as on ASAP's robot)."""
-    auto_coverage: float = 0.8
-    """With ``joints=("auto",)``: keep the fewest joints whose one-step corrections Δa* carry this share
-    of the total (sum over joints of mean Δa*²)."""
+    auto_min_share: float = 0.5
+    """With ``joints=("auto",)``: keep the joints (by mirror pair) whose corrections Δa* at recorded states
+    carry at least this fraction of an even spread's share (mean Δa*² over the sum of all joints'):
+    :func:`~asap_training.delta.warm_start.select_joints`."""
     action_history: int = 1
     """Earlier recorded actions πΔ sees besides a_t (a_{t-1}, ...): where commands act late (latency), the
     motion during tick t answers those, and a πΔ without them cannot tell. ASAP's πΔ sees none; with the
