@@ -291,9 +291,9 @@ def select_joints(shares: dict[str, float], min_share: float) -> tuple[str, ...]
     whose joints' mean share is at least ``min_share`` of an even spread's (1 / number of joints); in action
     order. A threshold, not a coverage: where a gap acts on every joint (a latency, weakness spread over the
     body) the shares are all near the even one and every joint stays; a coverage left out the last 20 %
-    there, and single waist joints ranked below pairs by their sum (on random:2001 it dropped the 50 %
-    weak waist yaw and the three waist joints: 1 s open loop 17.0 mm against 11.5 with every joint, none
-    20.9). By pairs: noise splits a symmetric gap's corrections unevenly between the sides (measured on
+    there, and single waist joints ranked below pairs by their sum (on random:2001 it dropped the three
+    waist joints, the yaw's motor at 50 % torque: 1 s open loop 17.0 mm against 11.5 with every joint,
+    none 20.9). By pairs: noise splits a symmetric gap's corrections unevenly between the sides (measured on
     tired_ankles: left ankle roll 6.4 %, right 3.8 %), and a πΔ on one side only leaves fine-tuning a
     lopsided simulator."""
     groups: dict[frozenset[str], list[float]] = {}
