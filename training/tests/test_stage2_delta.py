@@ -271,7 +271,7 @@ def test_auto_joints_find_a_gap_confined_to_the_ankles(weak_ankle_recording):
     data-chosen πΔ joints are exactly those (an all-joints or arm choice would fail)."""
     from asap_training.delta.warm_start import WarmStartCfg, choose_joints
 
-    chosen, shares = choose_joints(
+    chosen, shares, searched = choose_joints(
         weak_ankle_recording, DeltaCfg(joints=("auto",)), WarmStartCfg(max_samples=256)
     )
     ankles = {j for j in weak_ankle_recording.action_joints if "ankle" in j}
@@ -279,6 +279,21 @@ def test_auto_joints_find_a_gap_confined_to_the_ankles(weak_ankle_recording):
     mask = chosen.mask(weak_ankle_recording.action_joints)
     picked = {j for j, m in zip(weak_ankle_recording.action_joints, mask, strict=True) if m}
     assert picked <= ankles and len(picked) >= 2
+    assert searched is None  # a subset's targets are searched again over the subset alone
+
+
+def test_the_choice_search_serves_the_fit_where_every_joint_is_chosen(nominal_recording):
+    """Where every joint is chosen, the all-joint search choose_joints ran is the fit's first search: the
+    targets it hands on are exactly those :func:`recorded_targets` gives for the chosen joints."""
+    from asap_training.delta.warm_start import WarmStartCfg, choose_joints, recorded_targets
+
+    cfg = WarmStartCfg(max_samples=24)
+    every_pair = DeltaCfg(joints=("auto",), auto_min_share=0.0)
+    chosen, _, searched = choose_joints(nominal_recording, every_pair, cfg)
+    assert chosen.mask(nominal_recording.action_joints).all() and searched is not None
+    again = recorded_targets(nominal_recording, chosen, cfg)
+    for handed_on, searched_again in zip(searched, again, strict=True):
+        np.testing.assert_array_equal(handed_on, searched_again)
 
 
 def test_the_delta_env_compiles_as_the_gpu_would_run_it(nominal_recording):

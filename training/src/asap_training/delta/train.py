@@ -42,6 +42,7 @@ from asap_training.data.dataset import RealDataset
 from asap_training.delta.joint_linear import JointLinearDelta
 from asap_training.delta.warm_start import (
     AUTO_JOINTS,
+    Targets,
     WarmStartCfg,
     choose_joints,
     fit_actor,
@@ -128,8 +129,9 @@ def train_delta(
               "dataset): the warm-start targets match motion only; asap-ingest the bags again to use them",
               flush=True)  # fmt: skip
     shares: dict[str, float] = {}
+    searched: Targets | None = None
     if delta.joints == AUTO_JOINTS:
-        delta, shares = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)
+        delta, shares, searched = choose_joints(dataset, delta, warm_start or WarmStartCfg(), profile)
         ranked = sorted(shares.items(), key=lambda kv: -kv[1])
         print(f"πΔ joints chosen from the data (pairs with at least {delta.auto_min_share:g}x an even "
               f"share of the corrections): "
@@ -144,15 +146,16 @@ def train_delta(
         joints = np.flatnonzero(meta.mask)
         model = JointLinearDelta(len(dataset.action_joints), delta.action_history, joints)
         fit = functools.partial(model.fit, ridge=warm_start.ridge)
-        log = fit_dagger(dataset, delta, warm_start, model, fit, profile, lambda r: selector.score(model, r))
+        log = fit_dagger(dataset, delta, warm_start, model, fit, profile, lambda r: selector.score(model, r),
+                         recorded=searched)
         (run_dir / "warm_start.json").write_text(json.dumps(log, indent=2) + "\n")
         return path, selector.finish(path, run_dir / "selection.json")
-    return _train_mlp(dataset, run_dir, cfg, delta, meta, ppo, progress, resume)
+    return _train_mlp(dataset, run_dir, cfg, delta, meta, ppo, progress, resume, searched)
 
 
 def _train_mlp(
     dataset: RealDataset, run_dir: Path, cfg: DeltaTrainCfg, delta: DeltaCfg, meta: DeltaModelMeta,
-    ppo: PpoCfg | None, progress: bool, resume: bool,
+    ppo: PpoCfg | None, progress: bool, resume: bool, searched: Targets | None,
 ) -> tuple[Path, str]:  # fmt: skip
     """The ``mlp`` model: warm start into rsl_rl's actor, then PPO with model selection."""
     iterations, profile, warm_start = cfg.iterations, cfg.profile, cfg.warm_start
@@ -169,7 +172,7 @@ def _train_mlp(
         if warm_start is not None:
             actor = runner.alg.get_policy()
             fit = functools.partial(fit_actor, actor, cfg=warm_start)
-            log.update(fit_dagger(dataset, delta, warm_start, actor, fit, profile))
+            log.update(fit_dagger(dataset, delta, warm_start, actor, fit, profile, recorded=searched))
             if critic_warmup:
                 runner.alg.actor.requires_grad_(False)
         if selector is not None:

@@ -136,9 +136,13 @@ def _search(env: DeltaEnv, cfg: WarmStartCfg, max_delta: float) -> tuple[np.ndar
     return d[:, :k].cpu().numpy(), start_error, float(torch.linalg.norm(r, dim=1).mean())
 
 
+Targets = tuple[np.ndarray, np.ndarray, float, float]
+"""(πΔ observations (M, D), targets Δa* (M, k), mean mismatch with Δa = 0, with Δa*)."""
+
+
 def recorded_targets(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
-) -> tuple[np.ndarray, np.ndarray, float, float]:
+) -> Targets:
     """(πΔ observations (M, D), targets Δa* (M, k), mean mismatch with Δa = 0, with Δa*) at recorded
     states."""
     ids, frames = _transitions(dataset, cfg.max_samples, cfg.search_ticks)
@@ -230,12 +234,15 @@ def fit_dagger(
     fit: Callable[[np.ndarray, np.ndarray], float],
     profile: str = "nominal",
     on_round: Callable[[int], None] | None = None,
+    recorded: Targets | None = None,
 ) -> dict[str, float]:
     """Fit ``actor`` (through ``fit(observations, targets)`` → MSE) to the targets at recorded states, then
     ``cfg.visited_rounds`` times to those and every earlier round's plus the targets at the states it now
     visits (:func:`visited_targets`); ``on_round(r)`` after each fit (0: recorded states only). Returns the
-    log: mismatches before and after each search, samples, the last regression MSE."""
-    obs, targets, before, after = recorded_targets(dataset, delta, cfg, profile)
+    log: mismatches before and after each search, samples, the last regression MSE. ``recorded``: the
+    targets at recorded states where they were searched already for the same joints (:func:`choose_joints`
+    where it chose them all)."""
+    obs, targets, before, after = recorded or recorded_targets(dataset, delta, cfg, profile)
     log = {"recorded_mismatch_before": before, "recorded_mismatch_after": after, "samples": float(len(obs))}
     data = [(obs, targets)]
     log["regression_mse"] = fit(obs, targets)
@@ -306,11 +313,16 @@ def select_joints(shares: dict[str, float], min_share: float) -> tuple[str, ...]
 
 def choose_joints(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
-) -> tuple[DeltaCfg, dict[str, float]]:
-    """``delta`` with its joints chosen from the data (see ``DeltaCfg.auto_min_share``) and every action
-    joint's share. The targets over all joints say where the simulator misses the recording: on a gap
-    confined to some joints, the others' Δa* stay near zero."""
-    _, targets, _, _ = recorded_targets(dataset, dataclasses.replace(delta, joints=(".*",)), cfg, profile)
-    shares = joint_shares(targets, dataset.action_joints)
+) -> tuple[DeltaCfg, dict[str, float], Targets | None]:
+    """``delta`` with its joints chosen from the data (see ``DeltaCfg.auto_min_share``), every action
+    joint's share and, where every joint is chosen, the targets searched for the choice: the fit's own
+    first search (same joints, starts and simulator), one all-joint search fewer for :func:`fit_dagger`.
+    The targets over all joints say where the simulator misses the recording: on a gap confined to some
+    joints, the others' Δa* stay near zero."""
+    searched = recorded_targets(dataset, dataclasses.replace(delta, joints=(".*",)), cfg, profile)
+    shares = joint_shares(searched[1], dataset.action_joints)
     chosen = select_joints(shares, delta.auto_min_share)
-    return dataclasses.replace(delta, joints=tuple(re.escape(j) for j in chosen)), shares
+    every_joint = len(chosen) == len(dataset.action_joints)
+    return dataclasses.replace(delta, joints=tuple(re.escape(j) for j in chosen)), shares, (
+        searched if every_joint else None
+    )
