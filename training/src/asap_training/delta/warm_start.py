@@ -143,8 +143,7 @@ Targets = tuple[np.ndarray, np.ndarray, float, float]
 def recorded_targets(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, profile: str = "nominal"
 ) -> Targets:
-    """(πΔ observations (M, D), targets Δa* (M, k), mean mismatch with Δa = 0, with Δa*) at recorded
-    states."""
+    """The :data:`Targets` at recorded states."""
     ids, frames = _transitions(dataset, cfg.max_samples, cfg.search_ticks)
     env = DeltaEnv(
         delta_env_cfg(dataset, num_envs=len(ids), profile=profile),
@@ -186,7 +185,7 @@ class _VisitedEnv(DeltaEnv):
 
 def visited_targets(
     dataset: RealDataset, delta: DeltaCfg, cfg: WarmStartCfg, actor: torch.nn.Module, profile: str = "nominal"
-) -> tuple[np.ndarray, np.ndarray, float, float]:
+) -> Targets:
     """Targets at the states the current πΔ visits (DAgger; Data as Demonstrator, Venkatraman et al., AAAI
     2015): replay windows of ``delta.horizon_s`` with ``actor`` correcting, then at each visited simulator
     state the search's Δa* back toward the recorded next frames. Targets at recorded states alone do not
@@ -242,7 +241,9 @@ def fit_dagger(
     log: mismatches before and after each search, samples, the last regression MSE. ``recorded``: the
     targets at recorded states where they were searched already for the same joints (:func:`choose_joints`
     where it chose them all)."""
-    obs, targets, before, after = recorded or recorded_targets(dataset, delta, cfg, profile)
+    if recorded is None:
+        recorded = recorded_targets(dataset, delta, cfg, profile)
+    obs, targets, before, after = recorded
     log = {"recorded_mismatch_before": before, "recorded_mismatch_after": after, "samples": float(len(obs))}
     data = [(obs, targets)]
     log["regression_mse"] = fit(obs, targets)
