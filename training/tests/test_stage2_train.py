@@ -12,6 +12,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from asap_core import quat
 from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
@@ -19,8 +20,14 @@ from asap_training.cli import finetune as finetune_cli
 from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
-from asap_training.delta.warm_start import WarmStartCfg, recorded_targets, visited_targets
-from asap_training.envs.delta_env import DeltaCfg, delta_obs_dim, delta_obs_layout
+from asap_training.delta.warm_start import (
+    WarmStartCfg,
+    _search,
+    _VisitedEnv,
+    recorded_targets,
+    visited_targets,
+)
+from asap_training.envs.delta_env import DeltaCfg, delta_env_cfg, delta_obs_dim, delta_obs_layout
 from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
@@ -105,6 +112,33 @@ def test_visited_targets_start_at_the_states_the_replay_reached(weak_ankle_recor
     _, _, drifted, after = visited_targets(ds, horizon, cfg, _NoCorrection(4))
     recorded = recorded_targets(ds, ANKLES, cfg)[2]
     assert drifted > recorded and after < drifted  # measured 0.28 -> 0.23 (recorded states: 0.12)
+
+
+def test_a_visited_start_moved_and_turned_on_the_floor_is_searched_like_the_recorded_one():
+    """The search does not ask a few ticks of Δa to undo what the replay before it drifted in the base's
+    horizontal position and heading: a nominal recording's states, moved 0.36 m and turned 0.4 rad about the
+    vertical, replay in the nominal simulator as the recording did, and their search starts at no mismatch
+    (the recorded frames moved with them); compared in the world frame they would start at the move."""
+    artifact = load_artifact(PARENT / "policy.onnx")
+    run = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), "nominal").trajectory
+    ds = RealDataset((run,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
+    frames = np.arange(20, 220, 25)
+    turn = quat.from_yaw(np.full(len(frames), 0.4))
+    states = (
+        quat.rotate(turn, run.base_pos_w[frames]) + np.array([0.3, -0.2, 0.0]),
+        quat.mul(turn, run.base_quat_w[frames]),
+        quat.rotate(turn, run.base_lin_vel_w[frames]),
+        quat.rotate(turn, run.base_ang_vel_w[frames]),
+        run.joint_pos[frames],
+        run.joint_vel[frames],
+    )
+    delta = replace(ANKLES, horizon_s=0.1)
+    starts = (np.zeros_like(frames), frames)
+    env = _VisitedEnv(delta_env_cfg(ds, num_envs=len(frames)), ds, delta, starts, states)
+    _, before, _ = _search(env, WarmStartCfg(gauss_newton_iterations=0), delta.max_delta)
+    assert before < 1e-3
+    world_frame = torch.linalg.norm(env.points.pos_w - env.ref.pos_w, dim=-1)
+    assert float(world_frame.min()) > 0.1
 
 
 def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
