@@ -116,9 +116,10 @@ def test_visited_targets_start_at_the_states_the_replay_reached(weak_ankle_recor
 
 def test_a_visited_start_moved_and_turned_on_the_floor_is_searched_like_the_recorded_one():
     """The search does not ask a few ticks of Δa to undo what the replay before it drifted in the base's
-    horizontal position and heading: a nominal recording's states, moved 0.36 m and turned 0.4 rad about the
-    vertical, replay in the nominal simulator as the recording did, and their search starts at no mismatch
-    (the recorded frames moved with them); compared in the world frame they would start at the move."""
+    horizontal position and heading: a nominal recording's states, turned 0.4 rad about the world's vertical
+    axis and moved (0.3, -0.2) m, replay in the nominal simulator as the recording did, and their search
+    starts at no mismatch (the recorded frames moved with them); compared in the world frame they would
+    start at the move."""
     artifact = load_artifact(PARENT / "policy.onnx")
     run = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), "nominal").trajectory
     ds = RealDataset((run,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)

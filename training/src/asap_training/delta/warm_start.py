@@ -188,8 +188,7 @@ class _VisitedEnv(_SearchEnv):
                  starts: tuple[np.ndarray, np.ndarray], states: tuple[np.ndarray, ...]) -> None:  # fmt: skip
         self._visited, self._resetting = states, np.arange(len(starts[0]))
         super().__init__(cfg, dataset, delta, starts)
-        ids, frames = (torch.as_tensor(a, dtype=torch.long, device=self.device) for a in starts)
-        rows = self._first_row[ids] + frames
+        rows = self.recorded_row()  # every env stands at its start after construction
         start_pos, start_quat = self.tensor(states[0]), self.tensor(states[1])
         recorded_pos, recorded_quat = self._rec["base_pos_w"][rows], self._rec["base_quat_w"][rows]
         heading = quat.from_yaw(quat.yaw(start_quat) - quat.yaw(recorded_quat))
