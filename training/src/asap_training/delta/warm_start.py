@@ -8,8 +8,8 @@ frames closest to the recorded ones (tracked points and joint velocities), found
 finite-difference Jacobians through the same delta env (batched: all starts are envs), a receding-horizon
 expert. Targets come from the recorded states, then (``visited_rounds``) from the states the fitted πΔ
 reaches in its own replays, added and the actor refitted (DAgger, with Data as Demonstrator's
-"back to the recording" as the expert; back to the recorded posture and motion, not to where the base stood
-before the replay drifted). PPO then optimizes the paper's multi-step objective (Table II)
+"back to the recording" as the expert, where "the recording" is its transition from wherever the replay
+stands: no few-tick correction undoes a drift). PPO then optimizes the paper's multi-step objective (Table II)
 from there.
 """
 
@@ -145,11 +145,6 @@ def _search(env: _SearchEnv, cfg: WarmStartCfg, max_delta: float) -> tuple[np.nd
     return d[:, :k].cpu().numpy(), start_error, float(torch.linalg.norm(r, dim=1).mean())
 
 
-def _horizontal(pos: Tensor) -> Tensor:
-    """Positions with their height set to 0."""
-    return torch.cat((pos[:, :2], torch.zeros_like(pos[:, 2:])), dim=1)
-
-
 Targets = tuple[np.ndarray, np.ndarray, float, float]
 """(πΔ observations (M, D), targets Δa* (M, k), mean mismatch with Δa = 0, with Δa*)."""
 
@@ -188,22 +183,19 @@ class _VisitedEnv(_SearchEnv):
                  starts: tuple[np.ndarray, np.ndarray], states: tuple[np.ndarray, ...]) -> None:  # fmt: skip
         self._visited, self._resetting = states, np.arange(len(starts[0]))
         super().__init__(cfg, dataset, delta, starts)
-        rows = self.recorded_row()  # every env stands at its start after construction
-        start_pos, start_quat = self.tensor(states[0]), self.tensor(states[1])
-        recorded_pos, recorded_quat = self._rec["base_pos_w"][rows], self._rec["base_quat_w"][rows]
-        heading = quat.from_yaw(quat.yaw(start_quat) - quat.yaw(recorded_quat))
-        self._anchor = (_horizontal(recorded_pos), _horizontal(start_pos), heading)
+        # every env stands at its visited start after construction, its reference at the recorded frame
+        self._offset = (self.points.pos_w - self.ref.pos_w).clone()
 
     def reference_points(self) -> Tensor:
-        """The recorded frame's points moved rigidly with the recorded start's base, horizontal position and
-        heading, onto the visited start's: the replay that led here drifted in both, and no few-tick
-        correction undoes a drift; compared in the world frame, the search spent its Δa* on trying. On
-        random:2001's first round it left 1.43 of 2.64 (world frame), 0.85 of 2.25 (moved; at recorded
-        states 0.33 of 2.00); the fit's 1 s open-loop error on random:4003's data fell from 14.1 to 11.9 mm
-        (none 28.0)."""
-        recorded_base, visited_base, turn = (t[:, None] for t in self._anchor)
-        relative = self.ref.pos_w - recorded_base
-        return quat.rotate(turn.expand(*relative.shape[:2], 4), relative) + visited_base
+        """The recorded frame's points, each moved by its own offset at the start: the search asks for the
+        recorded *transition* from the visited state, not for the recorded state. A replay that led here
+        drifted (position, heading, posture) and no few-tick correction undoes a drift; compared with the
+        recorded frames (world frame), the search spent its Δa* on trying. Search mismatch left on
+        random:2001's first round: 1.43 of 2.64 (world frame), 0.42 (here; at recorded states 0.33 of 2.00);
+        the fit's 1 s open-loop error, rounds 1-3, on random:2001's data: 22.5, 21.8, 16.8 mm (world frame),
+        15.0, 16.8, 16.9 (recorded frames moved with the base's position and heading), 12.8, 12.8, 12.9
+        (here); on random:4003's: 26.3, 16.7, 14.1; 12.9, 11.9, 11.9; 11.5, 11.6, 11.6 (none 28.0)."""
+        return self.ref.pos_w + self._offset
 
     def _sample_starts(self, env_ids: Tensor) -> tuple[Tensor, Tensor]:
         self._resetting = env_ids.cpu().numpy()
@@ -218,11 +210,10 @@ def visited_targets(
 ) -> Targets:
     """Targets at the states the current πΔ visits (DAgger; Data as Demonstrator, Venkatraman et al., AAAI
     2015): replay windows of ``delta.horizon_s`` with ``actor`` correcting, then at each visited simulator
-    state the search's Δa* back toward the recorded next frames, moved onto the visited base's horizontal
-    position and heading (:meth:`_VisitedEnv.reference_points`). Targets at recorded states alone do not
-    make a replay follow the recording: open-loop humanoid replays are unstable, and a correction fitted
-    only on the recording's states meets others after a few ticks. Returns what
-    :func:`recorded_targets` does, the observations as πΔ saw them in the replay."""
+    state the search's Δa* toward the recorded transition from there (:meth:`_VisitedEnv.reference_points`).
+    Targets at recorded states alone do not make a replay follow the recording: open-loop humanoid replays
+    are unstable, and a correction fitted only on the recording's states meets others after a few ticks.
+    Returns what :func:`recorded_targets` does, the observations as πΔ saw them in the replay."""
     steps = max(1, round(delta.horizon_s / dataset.control_dt))
     ids, frames = replay_windows(dataset, steps + 1 + cfg.search_ticks, max(1, steps // 4), cfg.max_samples)
     env = DeltaEnv(
