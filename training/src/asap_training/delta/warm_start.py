@@ -184,18 +184,17 @@ class _VisitedEnv(_SearchEnv):
         self._visited, self._resetting = states, np.arange(len(starts[0]))
         super().__init__(cfg, dataset, delta, starts)
         # every env stands at its visited start after construction, its reference at the recorded frame
-        self._offset = (self.points.pos_w - self.ref.pos_w).clone()
+        self._offset = self.points.pos_w - self.ref.pos_w
 
     def reference_points(self) -> Tensor:
         """The recorded frame's points, each moved by its own offset at the start: the search asks for the
         recorded *transition* from the visited state, not for the recorded state. A replay that led here
         drifted (position, heading, posture) and no few-tick correction undoes a drift; compared with the
         recorded frames (world frame), the search spent its Δa* on trying. Search mismatch left on
-        random:2001's first round: 1.43 of 2.64 (world frame), 0.42 of 2.03 (here; recorded states: 0.33
-        of 2.00);
-        the fit's 1 s open-loop error, rounds 1-3, on random:2001's data: 22.5, 21.8, 16.8 mm (world frame),
-        15.0, 16.8, 16.9 (recorded frames moved with the base's position and heading), 12.8, 12.8, 12.9
-        (here); on random:4003's: 26.3, 16.7, 14.1; 12.9, 11.9, 11.9; 11.5, 11.6, 11.6 (none 28.0)."""
+        random:2001's first round: 1.43 of 2.64 (world frame), 0.42 of 2.03 (here; recorded states: 0.33 of
+        2.00). The fit's 1 s open-loop error, rounds 1-3, on random:2001's data: 22.5, 21.8, 16.8 mm (world
+        frame); 15.0, 16.8, 16.9 (recorded frames moved with the base's position and heading); 12.8, 12.8,
+        12.9 (here); on random:4003's: 26.3, 16.7, 14.1; 12.9, 11.9, 11.9; 11.5, 11.6, 11.6 (none 28.0)."""
         return self.ref.pos_w + self._offset
 
     def _sample_starts(self, env_ids: Tensor) -> tuple[Tensor, Tensor]:
