@@ -137,17 +137,25 @@ def _armature_gains(omega_hz: float = 10.0, zeta: float = 2.0) -> tuple[dict[str
 
 _BM_KP, _BM_KD = _armature_gains()
 
+# ASAP 23-DoF training gains; wrists (not in the policy) held with ASAP's deploy gains.
+_ASAP_KP = _group_values({"hip": 100.0, "knee": 200.0, "ankle": 20.0, "waist": 400.0, "shoulder_pitch": 90.0,
+                          "shoulder_roll": 60.0, "shoulder_yaw": 20.0, "elbow": 60.0, "wrist": 4.0})
+_ASAP_KD = _group_values({"hip": 2.5, "knee": 5.0, "ankle_pitch": 0.2, "ankle_roll": 0.1, "waist": 5.0,
+                          "shoulder_pitch": 2.0, "shoulder_roll": 1.0, "shoulder_yaw": 0.4, "elbow": 1.0,
+                          "wrist": 0.2})
+# ASAP's kd rescaled for Unitree's simulator at its default 5 ms step, whose PD uses the previous step's
+# sensors: with ASAP's kd that one-step-late PD rings by itself (hip and waist pitch, ~25 Hz). Factors from
+# a coordinate search over these joint groups (x0.25 ... x1.4) for the fastest decay of a joint-velocity
+# kick in the band (ASAP and BeyondMimic poses): RMS peak |dq| over 0.2-1 s after it 15.3 rad/s with
+# ASAP's kd, 0.55 with these, 0.62 for ASAP's kd on the G1's own drive (PD every 2 ms).
+_HELD_5MS_KD_FACTOR = _group_values({"hip_pitch": 0.25, "waist_yaw": 0.25, "waist_pitch": 0.25,
+                                     "shoulder_pitch": 1.4, "wrist_pitch": 1.4}, default=1.0)
+
 GAINS = MappingProxyType(
     {
-        # ASAP 23-DoF training gains; wrists (not in the policy) held with ASAP's deploy gains.
-        "asap": (
-            _group_values({"hip": 100.0, "knee": 200.0, "ankle": 20.0, "waist": 400.0,
-                           "shoulder_pitch": 90.0, "shoulder_roll": 60.0, "shoulder_yaw": 20.0,
-                           "elbow": 60.0, "wrist": 4.0}),
-            _group_values({"hip": 2.5, "knee": 5.0, "ankle_pitch": 0.2, "ankle_roll": 0.1,
-                           "waist": 5.0, "shoulder_pitch": 2.0, "shoulder_roll": 1.0,
-                           "shoulder_yaw": 0.4, "elbow": 1.0, "wrist": 0.2}),
-        ),
+        "asap": (_ASAP_KP, _ASAP_KD),
+        # HOLD on Unitree's simulator at SIMULATE_DT = 0.005 (see _HELD_5MS_KD_FACTOR)
+        "unitree_mujoco_5ms": (_ASAP_KP, {n: kd * _HELD_5MS_KD_FACTOR[n] for n, kd in _ASAP_KD.items()}),
         # Passive damping used by every Unitree-derived stack: no stiffness, kd = 8.
         "damping": (_group_values({}, default=0.0), _group_values({}, default=8.0)),
         # Stiff stand/hold (motion_tracking_controller standby, holosoma stiff startup).

@@ -91,6 +91,27 @@ def test_damping_set_has_no_stiffness() -> None:
     assert np.all(kp == 0) and np.all(kd == 8)
 
 
+def test_the_unitree_mujoco_set_is_asaps_with_five_kd_groups_rescaled() -> None:
+    asap_kp, asap_kd = g1.gains(g1.MOTOR_ORDER, "asap")
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "unitree_mujoco_5ms")
+    np.testing.assert_array_equal(kp, asap_kp)
+    expected = {"left_hip_pitch_joint": 0.625, "waist_yaw_joint": 1.25, "waist_pitch_joint": 1.25,
+                "right_shoulder_pitch_joint": 2.8, "left_wrist_pitch_joint": 0.28}
+    for name, value in expected.items():
+        assert kd[g1.MOTOR_ORDER.index(name)] == pytest.approx(value)
+    changed = {g1.MOTOR_ORDER[i] for i in np.flatnonzero(~np.isclose(kd, asap_kd))}
+    assert changed == {f"{side}_{joint}" for side in ("left", "right")
+                       for joint in ("hip_pitch_joint", "shoulder_pitch_joint", "wrist_pitch_joint")} | {
+        "waist_yaw_joint", "waist_pitch_joint"}
+
+
+@pytest.mark.parametrize("name", sorted(g1.GAINS))
+def test_every_gain_set_is_under_the_g1_gain_ceilings(name: str) -> None:
+    kp, kd = g1.gains(g1.MOTOR_ORDER, name)
+    kp_max, kd_max = g1.gain_ceilings(g1.MOTOR_ORDER)
+    assert np.all(kp <= kp_max) and np.all(kd <= kd_max)
+
+
 def test_unknown_names_are_explained() -> None:
     with pytest.raises(KeyError, match="known"):
         g1.names("urdf")

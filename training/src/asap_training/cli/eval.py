@@ -16,7 +16,8 @@ def parser() -> ConfigParser:
     """The options of ``asap-eval``."""
     p = ConfigParser("asap-eval", library.__doc__)
     p.add_argument("artifact", type=Path, help="policy .onnx (asap_core artifact)")
-    p.fields(EvalCfg, "motion", "profile", "backend", "physics_hz", "twin_drive", "twin_physics_hz")
+    p.fields(EvalCfg, "motion", "profile", "backend", "physics_hz", "twin_drive", "twin_physics_hz",
+             "hold_gains")
     add_out(p, "folder for eval.json and eval.png (default: print only)")
     return p
 

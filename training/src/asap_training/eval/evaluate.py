@@ -60,6 +60,9 @@ class EvalCfg:
     at every physics step); held, Unitree's simulator (the PD of the previous step's sensors, held)."""
     twin_physics_hz: float = 500.0
     """Physics rate of the twin backend (500 as the twin node; Unitree's simulator: 200)."""
+    hold_gains: str = "policy"
+    """The node's RAMP/HOLD gains on the twin backend (its ``hold_gains``): ``policy`` (the artifact's) or
+    an ``asap_core.g1.GAINS`` name (the unitree_mujoco bringup profile: ``unitree_mujoco_5ms``)."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ def rollout_twin(
     seed: int | None = None,
     action_noise: float = 0.0,
     twin_config: TwinConfig | None = None,
+    hold_gains: str = "policy",
 ) -> Rollout:
     """The artifact on the twin core, run as a graph episode runs it: the policy node's own tick
     (``asap_core.control.Controller``, its default configuration) on the twin's LowState, the twin reset
@@ -167,13 +171,15 @@ def rollout_twin(
     joints, reported torques), the ground-truth base as mocap would give it, and the action applied after
     the safety filter, as an ingested episode bag has them. ``action_noise`` is the node's excitation
     (``action_noise_std``, seeded with ``seed``). ``twin_config``: the twin's physics step and drive (default
-    :class:`TwinConfig`'s); its sensor noise is seeded with ``seed``. Raises ``RuntimeError`` where the
-    node refuses a step (as the graph client raises ``GraphError``).
+    :class:`TwinConfig`'s); its sensor noise is seeded with ``seed``. ``hold_gains``: the node's parameter
+    of that name. Raises ``RuntimeError`` where the node refuses a step (as the graph client raises
+    ``GraphError``).
     """
     meta = artifact.metadata
     twin = Twin(load_profile(profile), replace(twin_config or TwinConfig(), band_held=True, seed=seed))
     control = Controller(
-        ControlCfg(control_dt=meta.control_dt, action_noise_std=action_noise, action_noise_seed=seed),
+        ControlCfg(control_dt=meta.control_dt, action_noise_std=action_noise, action_noise_seed=seed,
+                   hold_gains=hold_gains),
         LoadedPolicy(artifact),
     )
     substeps = round(meta.control_dt / twin.config.physics_dt)
@@ -273,9 +279,9 @@ def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> 
     _check_contract(env, artifact)
     if cfg.backend == "twin":
         twin_config = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive)
-        r = rollout_twin(artifact, env, profile, twin_config=twin_config)
+        r = rollout_twin(artifact, env, profile, twin_config=twin_config, hold_gains=cfg.hold_gains)
         where = (f"twin core (asap_sim.twin, {cfg.twin_physics_hz:g} Hz physics, {cfg.twin_drive} drive) "
-                 f"ticked by the policy node's asap_core.control.Controller")
+                 f"ticked by the policy node's asap_core.control.Controller (hold_gains {cfg.hold_gains})")
     else:
         r = rollout(env, OnnxPolicy(artifact))
         where = f"training env (CPU MuJoCo, {1 / env.cfg.physics_dt:.0f} Hz physics)"
