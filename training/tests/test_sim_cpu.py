@@ -57,17 +57,19 @@ def test_one_and_two_threads_give_the_same_trajectories(profile: str) -> None:
         np.testing.assert_array_equal(runs[0][key], runs[1][key], err_msg=key)
 
 
-@pytest.mark.parametrize(("drive", "physics_dt"), [("engine", 0.002), ("held", 0.005)])
-def test_the_training_backend_steps_like_the_twin(drive: str, physics_dt: float) -> None:
+@pytest.mark.parametrize(("drive", "physics_dt", "lag"),
+                         [("engine", 0.002, 1.0), ("held", 0.005, 1.0), ("held", 0.005, 0.6)])
+def test_the_training_backend_steps_like_the_twin(drive: str, physics_dt: float, lag: float) -> None:
     """Physics parity: one env of the training backend and the twin core (band released), the same
     start, the same 50 Hz commands with the latency profile's delay, agree over 1 s to 1e-9; with either
-    joint drive (held: Unitree's simulator's, at its 5 ms physics step)."""
+    joint drive (held: Unitree's simulator's, at its 5 ms physics step, and with a part of its lag)."""
     p = load_profile("latency")
-    twin = Twin(p, TwinConfig(band_held=False, physics_dt=physics_dt, drive=drive))  # type: ignore[arg-type]
+    twin = Twin(p, TwinConfig(band_held=False, physics_dt=physics_dt, drive=drive,  # type: ignore[arg-type]
+                              held_lag=lag))
     d = twin.data
     sim = MujocoCpuSimulator([build_model(p, timestep=physics_dt)], 1, MotorParams.from_profile(p),
                              latency_steps(p.actuation_latency_ms, physics_dt), threads=1,
-                             held_drive_share=1.0 if drive == "held" else 0.0)
+                             held_drive_share=1.0 if drive == "held" else 0.0, held_drive_lag=lag)
     substeps = round(0.02 / physics_dt)
     sim.reset(np.arange(1), d.qpos[None, :3], d.qpos[None, 3:7], d.qvel[None, :3], d.qvel[None, 3:6],
               d.qpos[None, twin.idx.qpos], d.qvel[None, twin.idx.qvel])

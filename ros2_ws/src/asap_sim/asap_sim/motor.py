@@ -104,15 +104,21 @@ def hold_pd(
     q: np.ndarray,
     dq: np.ndarray,
     out: np.ndarray,
+    lag: float = 1.0,
 ) -> None:
     """One physics step of the held drive of Unitree's simulator (``unitree_mujoco``: the PD torque computed
     from the joint sensors when a command arrives, then held over the step). The sensors hold the state at
     the previous step's start (what MuJoCo's sensordata holds after ``mj_step``): writes into ``out`` the
     drive actuators' ctrl for a constant torque, the PD of ``ctrl`` (:func:`drive_ctrl`) at ``sensed_q``,
     ``sensed_dq``, with no feedback of its own (``[bias - kp*q_s - kd*dq_s | 0 | 0]``); then the sensors
-    move on to ``q``, ``dq``, this step's start. numpy, ``(..., 3*29)`` and ``(..., 29)``, in place."""
+    move on to ``q``, ``dq``, this step's start. numpy, ``(..., 3*29)`` and ``(..., 29)``, in place.
+
+    ``lag``: the previous step's share of the state the PD reads (1: Unitree's simulator; 0: the PD of
+    this step's start, held over the step; between: a blend, to move a policy toward the full lag)."""
     n = q.shape[-1]
-    out[..., :n] = ctrl[..., :n] - ctrl[..., n : 2 * n] * sensed_q - ctrl[..., 2 * n :] * sensed_dq
+    q_s, dq_s = (sensed_q, sensed_dq) if lag == 1.0 else (lag * sensed_q + (1.0 - lag) * q,
+                                                         lag * sensed_dq + (1.0 - lag) * dq)
+    out[..., :n] = ctrl[..., :n] - ctrl[..., n : 2 * n] * q_s - ctrl[..., 2 * n :] * dq_s
     out[..., n:] = 0.0
     sensed_q[...], sensed_dq[...] = q, dq
 

@@ -58,6 +58,8 @@ class TwinConfig:
     """s; 0.002 = 500 Hz."""
     drive: Drive = "engine"
     """See :data:`Drive`."""
+    held_lag: float = 1.0
+    """The held drive's ``lag`` (:func:`asap_sim.motor.hold_pd`): 1 as Unitree's simulator."""
     initial_pose: str = "asap"
     """A pose name of ``asap_core.g1.DEFAULT_POSES``."""
     lift: float = 0.0
@@ -114,6 +116,8 @@ class Twin:
     def __init__(self, profile: DynamicsProfile | None = None, config: TwinConfig | None = None) -> None:
         self.profile = profile or nominal_profile()
         self.config = config or TwinConfig()
+        if not 0.0 <= self.config.held_lag <= 1.0:
+            raise ValueError(f"held_lag is {self.config.held_lag}, expected a share in [0, 1]")
         self.model = build_model(self.profile, timestep=self.config.physics_dt)
         self.data = mujoco.MjData(self.model)
         self.idx = G1Indices.from_model(self.model)
@@ -221,7 +225,8 @@ class Twin:
         for _ in range(n):
             ctrl = self._delay.push(self._command_ctrl)[0][0] if self._latency else self._command_ctrl
             if held:
-                hold_pd(ctrl, self._sensed_q, self._sensed_dq, self._joint_q, self._joint_dq, self._ctrl)
+                hold_pd(ctrl, self._sensed_q, self._sensed_dq, self._joint_q, self._joint_dq, self._ctrl,
+                        self.config.held_lag)
             elif ctrl is not self._ctrl_in_use:
                 self._ctrl[:], self._ctrl_in_use = ctrl, ctrl
             if self._band_held:

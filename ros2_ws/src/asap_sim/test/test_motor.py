@@ -12,6 +12,7 @@ from asap_sim.motor import (
     MotorCommand,
     MotorParams,
     drive_ctrl,
+    hold_pd,
     latency_steps,
     pd_torque,
 )
@@ -166,3 +167,16 @@ def test_drive_ctrl_on_torch_tensors_equals_numpy() -> None:
     got = drive_ctrl(as_torch(cmd), as_torch(params))
     assert isinstance(got, torch.Tensor) and got.shape == (4, 3 * n)
     np.testing.assert_allclose(got.numpy(), drive_ctrl(cmd, params), atol=1e-12)
+
+
+def test_the_held_drives_lag_blends_the_sensed_state_with_this_steps() -> None:
+    """lag 1: the PD of the previous step's sensors (Unitree's simulator); 0: of this step's start; 0.25:
+    a quarter of the way back. Hand-computed on one joint: ctrl = [kp*q* | kp | kd], q* = 0.5, kp = 10,
+    kd = 2."""
+    ctrl = np.array([5.0, 10.0, 2.0])  # bias kp*q*, kp, kd
+    for lag, expected in ((1.0, 5.0 - 10.0 * 0.1 - 2.0 * 1.0), (0.0, 5.0 - 10.0 * 0.3 - 2.0 * 3.0),
+                          (0.25, 5.0 - 10.0 * 0.25 - 2.0 * 2.5)):
+        sensed_q, sensed_dq, out = np.array([0.1]), np.array([1.0]), np.zeros(3)
+        hold_pd(ctrl, sensed_q, sensed_dq, np.array([0.3]), np.array([3.0]), out, lag)
+        assert out == pytest.approx([expected, 0.0, 0.0])
+        assert sensed_q[0] == 0.3 and sensed_dq[0] == 3.0  # the sensors move on to this step either way

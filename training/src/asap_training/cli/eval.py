@@ -17,7 +17,7 @@ def parser() -> ConfigParser:
     p = ConfigParser("asap-eval", library.__doc__)
     p.add_argument("artifact", type=Path, help="policy .onnx (asap_core artifact)")
     p.fields(EvalCfg, "motion", "profile", "backend", "physics_hz", "twin_drive", "twin_physics_hz",
-             "hold_gains")
+             "twin_held_lag", "hold_gains")
     add_out(p, "folder for eval.json and eval.png (default: print only)")
     return p
 

@@ -60,6 +60,9 @@ class EvalCfg:
     at every physics step); held, Unitree's simulator (the PD of the previous step's sensors, held)."""
     twin_physics_hz: float = 500.0
     """Physics rate of the twin backend (500 as the twin node; Unitree's simulator: 200)."""
+    twin_held_lag: float = 1.0
+    """The held drive's lag share (``asap_sim.twin.TwinConfig.held_lag``): 1 as Unitree's simulator, 0 the
+    PD of each step's start."""
     hold_gains: str = "policy"
     """The node's RAMP/HOLD gains on the twin backend (its ``hold_gains``): ``policy`` (the artifact's) or
     an ``asap_core.g1.GAINS`` name (the unitree_mujoco bringup profile: ``unitree_mujoco_5ms``)."""
@@ -278,9 +281,11 @@ def evaluate(artifact_path: Path, cfg: EvalCfg, out_dir: Path | None = None) -> 
     env = TrackingEnv(eval_env_cfg(artifact, cfg))
     _check_contract(env, artifact)
     if cfg.backend == "twin":
-        twin_config = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive)
+        twin_config = TwinConfig(physics_dt=1.0 / cfg.twin_physics_hz, drive=cfg.twin_drive,
+                                 held_lag=cfg.twin_held_lag)
         r = rollout_twin(artifact, env, profile, twin_config=twin_config, hold_gains=cfg.hold_gains)
-        where = (f"twin core (asap_sim.twin, {cfg.twin_physics_hz:g} Hz physics, {cfg.twin_drive} drive) "
+        drive = cfg.twin_drive + (f", lag {cfg.twin_held_lag:g}" if cfg.twin_drive == "held" else "")
+        where = (f"twin core (asap_sim.twin, {cfg.twin_physics_hz:g} Hz physics, {drive} drive) "
                  f"ticked by the policy node's asap_core.control.Controller (hold_gains {cfg.hold_gains})")
     else:
         r = rollout(env, OnnxPolicy(artifact))

@@ -57,10 +57,13 @@ class MujocoCpuSimulator:
         threads: int = 0,
         device: str = "cpu",
         held_drive_share: float = 0.0,
+        held_drive_lag: float = 1.0,
     ) -> None:
-        """Create the ``MjData`` and the worker pool; resolve indices once."""
-        if not 0.0 <= held_drive_share <= 1.0:
-            raise ValueError(f"held_drive_share is {held_drive_share}, expected a share in [0, 1]")
+        """Create the ``MjData`` and the worker pool; resolve indices once. ``held_drive_lag``: the held
+        drive's ``lag`` (:func:`asap_sim.motor.hold_pd`)."""
+        for name, share in (("held_drive_share", held_drive_share), ("held_drive_lag", held_drive_lag)):
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"{name} is {share}, expected a share in [0, 1]")
         if torch.device(device).type != "cpu":
             raise ValueError(f"the MuJoCo CPU backend runs on the CPU, not {device}; on a GPU use "
                              f"--sim mujoco_warp")
@@ -89,6 +92,7 @@ class MujocoCpuSimulator:
         for d in self.datas:
             mujoco.mj_forward(m, d)
         self.held = np.arange(num_envs) < round(held_drive_share * num_envs)
+        self.held_lag = held_drive_lag
         # the joint state each held drive last sensed (the start of the previous physics step)
         self._sensed_q = np.stack([d.qpos[self._qpos_sl] for d in self.datas])
         self._sensed_dq = np.stack([d.qvel[self._qvel_sl] for d in self.datas])
@@ -185,7 +189,7 @@ class MujocoCpuSimulator:
         sensed_q, sensed_dq = self._sensed_q[i], self._sensed_dq[i]
         q, dq, out = d.qpos[self._qpos_sl], d.qvel[self._qvel_sl], d.ctrl[self._ctrl_sl]  # views
         for _ in range(nstep):
-            hold_pd(ctrl, sensed_q, sensed_dq, q, dq, out)
+            hold_pd(ctrl, sensed_q, sensed_dq, q, dq, out, self.held_lag)
             mujoco.mj_step(model, d)
 
     @staticmethod
