@@ -9,10 +9,11 @@ import pytest
 
 from asap_core import g1
 from asap_core.artifact import load_artifact
-from asap_core.control import ControlCfg, Controller, LoadedPolicy, RobotState
+from asap_core.control import ControlCfg, Controller, LoadedPolicy
 from asap_core.modes import Event, Mode
 from asap_core.testing import policies
 from asap_sim.motor import MotorCommand, MotorParams, pd_torque
+from asap_sim.node_tick import node_tick
 from asap_sim.profiles import load_profile, shipped_profiles
 from asap_sim.twin import Twin, TwinConfig, quat_to_rpy
 
@@ -198,9 +199,8 @@ def test_held_drive_acts_on_the_previous_steps_sensors() -> None:
 def _ringing_after_a_kick(drive: str, physics_dt: float, gains: str, pose: str) -> float:
     """In the band, no policy: hold ``pose`` with a gain set for 0.5 s, add a joint-velocity kick (1 rad/s
     RMS, seeded), then the RMS over 0.2-1 s after it of the largest |dq| of any joint (rad/s)."""
-    kp, kd = g1.gains(g1.MOTOR_ORDER, gains)
     twin = Twin(config=TwinConfig(physics_dt=physics_dt, drive=drive, initial_pose=pose))
-    twin.set_command(MotorCommand.position(g1.default_pose(g1.MOTOR_ORDER, pose), kp, kd))
+    _hold_pose(twin, pose, gains)
     twin.step(round(0.5 / physics_dt))
     twin.data.qvel[twin.idx.qvel] += np.random.default_rng(0).normal(0.0, 1.0, g1.NUM_MOTORS)
     peaks = []
@@ -236,13 +236,8 @@ def _hold_on_the_held_drive_at_5_ms(policy_file: Path, hold_gains: str) -> tuple
     requests = [Event.REQUEST_ZERO_TORQUE, Event.REQUEST_ZERO_TORQUE, Event.REQUEST_RAMP]
     hold_ticks = 0
     while hold_ticks < 100:
-        s = twin.read_state()
-        request = requests.pop(0) if requests else None
-        out = control.tick(RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b), 0.0,
-                           () if request is None else (request,))
+        out = node_tick(control, twin, twin.read_state(), requests.pop(0) if requests else None)
         assert out.mode is not Mode.DAMPING, control.fault
-        c = out.command
-        twin.set_command(MotorCommand(mode=np.ones_like(c.q), q=c.q, dq=c.dq, tau=c.tau, kp=c.kp, kd=c.kd))
         for _ in range(4):  # 20 ms of 5 ms steps
             twin.step(1)
             if out.mode is Mode.HOLD:

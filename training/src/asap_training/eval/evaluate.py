@@ -29,10 +29,10 @@ import torch
 
 from asap_core import quat
 from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
-from asap_core.control import ControlCfg, Controller, LoadedPolicy, RobotState, TickOutput
+from asap_core.control import ControlCfg, Controller, LoadedPolicy, TickOutput
 from asap_core.inference import OnnxPolicy
 from asap_core.modes import Event, Mode
-from asap_sim.motor import MotorCommand as SimMotorCommand
+from asap_sim.node_tick import node_tick
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Drive, Twin, TwinConfig, TwinState
 from asap_training.data.dataset import RealTrajectory
@@ -188,14 +188,10 @@ def rollout_twin(
     substeps = round(meta.control_dt / twin.config.physics_dt)
 
     def tick(s: TwinState, request: Event | None = None) -> TickOutput:
-        """One node tick on the LowState ``s`` (read once: reading draws the sensor noise), then the
-        twin steps to the next one."""
-        state = RobotState(q=s.q, dq=s.dq, quat_wxyz=s.imu_quat_wxyz, gyro_b=s.gyro_b)
-        out = control.tick(state, 0.0, () if request is None else (request,))
+        """One node tick on the LowState ``s``, then the twin steps to the next one."""
+        out = node_tick(control, twin, s, request)
         if request is not None and not out.results[0].accepted:
             raise RuntimeError(f"the node refused {request.name} in {out.mode.name}: {out.results[0].reason}")
-        c = out.command
-        twin.set_command(SimMotorCommand(mode=np.ones_like(c.q), q=c.q, dq=c.dq, tau=c.tau, kp=c.kp, kd=c.kd))
         twin.step(substeps)
         return out
 
