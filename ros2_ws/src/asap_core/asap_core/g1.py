@@ -154,7 +154,8 @@ _HELD_5MS_KD_FACTOR = _group_values({"hip_pitch": 0.25, "waist_yaw": 0.25, "wais
 GAINS = MappingProxyType(
     {
         "asap": (_ASAP_KP, _ASAP_KD),
-        # HOLD on Unitree's simulator at SIMULATE_DT = 0.005 (see _HELD_5MS_KD_FACTOR)
+        # Unitree's simulator at SIMULATE_DT = 0.005 (see _HELD_5MS_KD_FACTOR): its HOLD, and the gains of
+        # the policy fine-tuned for it (training/policies/arm_swing_unitree_sim)
         "unitree_mujoco_5ms": (_ASAP_KP, {n: kd * _HELD_5MS_KD_FACTOR[n] for n, kd in _ASAP_KD.items()}),
         # Passive damping used by every Unitree-derived stack: no stiffness, kd = 8.
         "damping": (_group_values({}, default=0.0), _group_values({}, default=8.0)),
@@ -204,6 +205,16 @@ def gains(joint_names: tuple[str, ...] | list[str], gain_set: str = "asap") -> t
     kp, kd = GAINS[gain_set]
     return (np.array([kp[n] for n in joint_names], dtype=np.float64),
             np.array([kd[n] for n in joint_names], dtype=np.float64))
+
+
+def gain_set_of(joint_names: tuple[str, ...] | list[str], kp: np.ndarray, kd: np.ndarray) -> str:
+    """The name of the gain set whose gains for these joints are ``kp``, ``kd`` (e.g. an artifact's,
+    to build the env it was trained in); ``KeyError`` where none is."""
+    for name in GAINS:
+        set_kp, set_kd = gains(joint_names, name)
+        if np.allclose(set_kp, kp) and np.allclose(set_kd, kd):
+            return name
+    raise KeyError(f"no gain set of asap_core.g1.GAINS has these kp/kd; known: {sorted(GAINS)}")
 
 
 KP_CEILING_SATURATION_RAD = 0.05

@@ -106,6 +106,15 @@ def test_the_unitree_mujoco_set_is_asaps_with_five_kd_groups_rescaled() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(g1.GAINS))
+def test_a_gain_set_is_found_from_its_gains(name: str) -> None:
+    joints = g1.names("asap23")  # a policy's joints, in another order than the table's
+    kp, kd = g1.gains(joints, name)
+    assert g1.gain_set_of(joints, kp, kd) == name
+    with pytest.raises(KeyError, match="no gain set"):
+        g1.gain_set_of(joints, kp, kd * 1.1)
+
+
+@pytest.mark.parametrize("name", sorted(g1.GAINS))
 def test_every_gain_set_is_under_the_g1_gain_ceilings(name: str) -> None:
     kp, kd = g1.gains(g1.MOTOR_ORDER, name)
     kp_max, kd_max = g1.gain_ceilings(g1.MOTOR_ORDER)

@@ -25,6 +25,9 @@ def parser() -> ConfigParser:
     p.field(FineTuneCfg, "delta_model", "--delta")
     p.field(FineTuneCfg, "delta_scale_range", nargs=2, metavar=("LOW", "HIGH"))
     p.fields(FineTuneCfg, "profile", "table_vi_dr", "select_every", "select_episodes")
+    p.fields(FineTuneCfg, "physics_dt", "held_drive_lag", "gain_set")
+    p.field(FineTuneCfg, "action_delay", "--no-action-delay")
+    p.fields(FineTuneCfg, "anchor", "anchor_run")
     p.fields(FineTuneCfg, "dataset_sha256", "seed")
     add_threads(p)
     return p

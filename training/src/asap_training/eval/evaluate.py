@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from asap_core import quat
+from asap_core import g1, quat
 from asap_core.artifact import ContractMismatchError, PolicyArtifact, load_artifact
 from asap_core.control import ControlCfg, Controller, LoadedPolicy, TickOutput
 from asap_core.inference import OnnxPolicy
@@ -36,7 +36,7 @@ from asap_sim.node_tick import node_tick
 from asap_sim.profiles import load_profile
 from asap_sim.twin import Drive, Twin, TwinConfig, TwinState
 from asap_training.data.dataset import RealTrajectory
-from asap_training.envs.config import DomainRandCfg, ObservationCfg, TrackingEnvCfg
+from asap_training.envs.config import ActionCfg, DomainRandCfg, ObservationCfg, TrackingEnvCfg
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.closed_loop import ClosedLoopRun
 from asap_training.eval.metrics import TrackingMetrics, per_frame_errors, tracking_metrics
@@ -109,8 +109,18 @@ def eval_env_cfg(artifact: PolicyArtifact, cfg: EvalCfg | None = None) -> Tracki
         motions=(cfg.motion or meta.motion.name,),
         profile=cfg.profile,
         joint_names=tuple(meta.joint_names),
+        actions=ActionCfg(gain_set=_gain_set(artifact)),
         observations=ObservationCfg(history=max(t.history for t in meta.observation.terms)),
     ))  # fmt: skip
+
+
+def _gain_set(artifact: PolicyArtifact) -> str:
+    """The ``asap_core.g1`` gain set the artifact was trained with (its metadata holds the arrays)."""
+    meta = artifact.metadata
+    try:
+        return g1.gain_set_of(meta.joint_names, meta.array("kp"), meta.array("kd"))
+    except KeyError as e:
+        raise ContractMismatchError("kp/kd", f"{e.args[0]}: the training env cannot rebuild it") from None
 
 
 def _check_contract(env: TrackingEnv, artifact: PolicyArtifact) -> None:

@@ -11,6 +11,10 @@ into a new run directory and continues for ``--iterations`` with one correction 
 - ``--table-vi-dr``: DR, the paper's full Table VI randomization;
 - ``FineTuneCfg.simulator`` (from Python): any simulator backend, e.g. a learned residual-dynamics one.
 
+For a simulator whose drive differs from the robot's, ``--held-drive-lag`` (Unitree's simulator's held
+drive), ``--gain-set`` (the policy's gains) and ``--no-action-delay`` change the drive; ``--anchor`` pulls
+the updates toward a reference policy's actions (``scripts/policy_unitree_sim.sh`` combines them).
+
 As in ASAP's fine-tuning config, pushes and the motion-far termination are off and the initial-state
 noise is on. Every ``--select-every`` iterations (and before the first) the policy is scored by
 ``--select-episodes`` rollouts from the motion's start in the fine-tuning simulator itself, with its
@@ -40,6 +44,7 @@ from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import rollouts
 from asap_training.eval.metrics import tracking_metrics
+from asap_training.rl.anchor import ActionAnchor
 from asap_training.rl.export import export_runner
 from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params, train
 
@@ -74,6 +79,29 @@ class FineTuneCfg:
     simulator_args: dict = field(default_factory=dict)
     physics_dt: float | None = None
     """Physics step (s; the control period stays the parent's); None: the parent's."""
+    held_drive_lag: float | None = None
+    """Fine-tune on Unitree's simulator's held drive (``asap_sim.motor.hold_pd``: the PD torque computed
+    when a command arrives, from the joint state one physics step late, held over the step) with this
+    share of the step's lag (1: Unitree's simulator); None: the parent's drive. A lag below 1 is a
+    curriculum stage toward it."""
+    gain_set: str | None = None
+    """The policy's kp/kd while fine-tuning and in its artifact (an ``asap_core.g1.GAINS`` name); None:
+    the parent's. Why: a drive that cannot carry the parent's gains (ASAP's kd rings on the held drive
+    at 5 ms: ``unitree_mujoco_5ms``)."""
+    anchor: float = 0.0
+    """Weight of a pull toward a reference policy's actions (:mod:`asap_training.rl.anchor`: PPO's loss
+    += anchor × the batch mean of the squared distance between the two mean actions); 0: none.
+
+    Why: fine-tuning for a drive the parent was not trained on (Unitree's simulator's held drive at
+    5 ms) at CPU budgets degrades the tracking from the first updates (the selection's share that fell
+    rose from 0.5 to 1.0 within 75 iterations at each lag stage) and the kept policy drifted 0.24 m
+    (E_g-mpjpe 164 mm); with 0.1 toward the policy fine-tuned for the new gains on the G1's drive, the
+    same stages kept one that tracks there at 66 mm (drift 22 mm: ``arm_swing_unitree_sim``)."""
+    anchor_run: Path | None = None
+    """The run whose latest checkpoint is the anchor's reference; None: the parent."""
+    action_delay: bool = True
+    """Keep the parent's action-delay randomization; False: none (the held drive at 5 ms already acts a
+    step late)."""
     init_noise: float = 1.0
     """Initial-state noise level (ASAP's ``noise_to_initial_level`` when fine-tuning)."""
     random_start: bool | None = None
@@ -118,7 +146,7 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
         random_start=parent.random_start if cfg.random_start is None else cfg.random_start,
         profile=cfg.profile or parent.profile,
         simulator=cfg.simulator or parent.simulator,
-        simulator_args=dict(cfg.simulator_args) if cfg.simulator else parent.simulator_args,
+        simulator_args=simulator_args(parent, cfg),
         terminations=parent.terminations.falls_only(),
         domain_rand=replace(
             DomainRandCfg() if cfg.table_vi_dr else parent.domain_rand,
@@ -126,15 +154,27 @@ def finetune_env_cfg(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> TrackingEnvCfg
             init_noise=cfg.init_noise,
         ),
     )
+    if not cfg.action_delay:
+        env.domain_rand = replace(env.domain_rand, delay_ms_range=None)
+    actions = replace(parent.actions, gain_set=cfg.gain_set or parent.actions.gain_set)
     if cfg.delta_model is not None:
         env.actions = replace(
-            parent.actions,
+            actions,
             delta_action="asap_training.envs.delta_model:FrozenDelta",
             delta_action_args={"path": str(cfg.delta_model), "scale_range": cfg.delta_scale_range},
         )
     else:  # a parent fine-tuned with πΔ does not pass it on to a SysID/DR fine-tuning of it
-        env.actions = replace(parent.actions, delta_action=None, delta_action_args={})
+        env.actions = replace(actions, delta_action=None, delta_action_args={})
     return env
+
+
+def simulator_args(parent: TrackingEnvCfg, cfg: FineTuneCfg) -> dict:
+    """The simulator's arguments: the given simulator's, else the parent's; with the held drive on every
+    env where ``held_drive_lag`` is set (the training backend's ``held_drive_share``/``held_drive_lag``)."""
+    args = dict(cfg.simulator_args) if cfg.simulator else dict(parent.simulator_args)
+    if cfg.held_drive_lag is not None:
+        args |= {"held_drive_share": 1.0, "held_drive_lag": cfg.held_drive_lag}
+    return args
 
 
 class IterateSelector:
@@ -244,13 +284,25 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
     selector = None
     if cfg.select_every > 0:
         selector = IterateSelector(env_cfg, cfg.select_every, until, cfg.select_episodes)
+    reference = None  # the anchor's checkpoint
+    if cfg.anchor > 0.0:
+        reference = checkpoint if cfg.anchor_run is None else latest_checkpoint(cfg.anchor_run)
+        if reference is None:
+            raise FileNotFoundError(f"{cfg.anchor_run}: no model_<it>.pt to anchor the fine-tuning to")
+
+    def on_start(runner: TrackingRunner) -> None:
+        if reference is not None:
+            runner.alg.symmetry = ActionAnchor.from_checkpoint(cfg.anchor, reference, runner.device)
+        if selector is not None:
+            selector.on_start(runner)
+
     runner = train(
         env_cfg,
         replace(ppo, max_iterations=until),
         run_dir,
         resume=True,
         progress=progress,
-        on_start=selector.on_start if selector else None,
+        on_start=on_start,
         on_iteration=selector.on_iteration if selector else None,
     )
     if selector is not None:

@@ -1,0 +1,72 @@
+"""The fine-tuning's pull toward a reference policy's actions (asap_training.rl.anchor) inside PPO."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from asap_training.envs.tracking_env import TrackingEnv
+from asap_training.rl.anchor import ActionAnchor
+from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
+from asap_training.rl.vecenv import RslRlVecEnv
+
+PARENT = Path(__file__).resolve().parents[1] / "policies" / "arm_swing"
+
+
+def _parent_runner() -> TrackingRunner:
+    env_cfg, ppo_cfg = read_params(PARENT)
+    env = RslRlVecEnv(TrackingEnv(replace(env_cfg, num_envs=4, seed=3)))
+    ppo = replace(ppo_cfg, num_steps_per_env=8).to_rsl_rl()
+    runner = TrackingRunner(env, ppo, log_dir=None, progress=False)
+    runner.load(str(latest_checkpoint(PARENT)))
+    return runner
+
+
+def _shifted(actor: torch.nn.Module, shift: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The actor's state with its output layer's bias moved by ``shift``: its actions move by exactly that."""
+    state = {k: v.detach().clone() for k, v in actor.state_dict().items()}
+    biases = [k for k in state if k.startswith("mlp.") and k.endswith(".bias")]
+    last = max(biases, key=lambda k: int(k.split(".")[1]))
+    state[last] += shift
+    return state
+
+
+class _Batch:
+    def __init__(self, observations):
+        self.observations = observations
+
+
+def test_the_anchor_loss_is_the_squared_distance_to_the_reference_actions():
+    runner = _parent_runner()
+    actor, obs = runner.alg.actor, runner.env.get_observations()
+    shift = torch.linspace(-0.2, 0.3, runner.env.num_actions)
+    loss = ActionAnchor(1.0, _shifted(actor, shift)).compute_loss(actor, _Batch(obs), obs.batch_size[0])
+    assert torch.isclose(loss, shift.pow(2).sum(), rtol=1e-4)  # hand-computed: every action off by shift
+    same = ActionAnchor(1.0, _shifted(actor, torch.zeros_like(shift)))
+    assert same.compute_loss(actor, _Batch(obs), obs.batch_size[0]).item() < 1e-10
+
+
+def test_ppo_updates_move_the_policy_toward_the_anchor_and_not_without_it():
+    def distance_after(anchor: float) -> tuple[float, float]:
+        torch.manual_seed(0)
+        runner = _parent_runner()
+        actor, obs = runner.alg.actor, runner.env.get_observations()
+        reference = _shifted(actor, torch.full((runner.env.num_actions,), 0.3))
+
+        def distance() -> float:
+            with torch.no_grad():
+                target = torch.func.functional_call(actor, reference, (obs,))
+                return (actor(obs) - target).norm(dim=-1).mean().item()
+
+        before = distance()
+        if anchor:
+            runner.alg.symmetry = ActionAnchor(anchor, reference)
+        runner.learn(3)
+        return before, distance()
+
+    before, anchored = distance_after(10.0)
+    _, free = distance_after(0.0)
+    assert anchored < 0.8 * before  # pulled toward the reference's actions
+    assert free > 0.9 * before  # PPO alone does not move there
