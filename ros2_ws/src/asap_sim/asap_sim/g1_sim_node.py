@@ -54,7 +54,7 @@ class _Param:
 
 PARAMETERS = (
     _Param("profile", "nominal", "dynamics profile: a shipped name (nominal, weak_ankles, latency, "
-           "heavy_torso, isaacsim) or a path to a YAML file"),
+           "heavy_torso, isaacsim, tired_ankles, unitree_mujoco) or a path to a YAML file"),
     _Param("clock_mode", "realtime", "realtime: wall clock, 500 Hz on absolute deadlines; lockstep: "
            "publishes /clock and steps as fast as it can"),
     _Param("seed", -1, "sensor-noise seed; -1 takes the profile's", (-1, 2**31 - 1)),
