@@ -6,6 +6,10 @@
 # The last run directory's policy.onnx is the result (training/policies/arm_swing_unitree_sim ships one).
 set -euo pipefail
 out=${1:-runs/arm_swing_unitree_sim}
+if [[ -e "$out" ]]; then  # asap-finetune would continue the runs found there, not start over
+    echo "$out exists: remove it to make the policy again, or name another folder" >&2
+    exit 2
+fi
 common=(--physics-dt 0.005 --select-every 25 --seed 0)
 asap-finetune --parent training/policies/arm_swing --run-dir "$out/gains" --iterations 300 \
     --gain-set unitree_mujoco_5ms --no-action-delay "${common[@]}"

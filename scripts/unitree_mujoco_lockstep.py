@@ -152,6 +152,9 @@ def main() -> None:
     p.add_argument("--dt", type=float, default=0.005, help="their SIMULATE_DT (default: its default 0.005)")
     p.add_argument("--hold-gains", default="policy", help="the node's hold_gains (default: the policy's)")
     args = p.parse_args()
+    if not (args.unitree_mujoco / SCENE).is_file():
+        p.error(f"{args.unitree_mujoco / SCENE}: not found; pass a clone of "
+                "https://github.com/unitreerobotics/unitree_mujoco")
     print(run(args.unitree_mujoco, args.policy, args.dt, args.hold_gains), flush=True)
 
 

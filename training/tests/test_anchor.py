@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import torch
 
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.rl.anchor import ActionAnchor
+from asap_training.rl.finetune import FineTuneCfg, anchor_checkpoint
 from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
 from asap_training.rl.vecenv import RslRlVecEnv
 
@@ -70,3 +72,16 @@ def test_ppo_updates_move_the_policy_toward_the_anchor_and_not_without_it():
     _, free = distance_after(0.0)
     assert anchored < 0.8 * before  # pulled toward the reference's actions
     assert free > 0.9 * before  # PPO alone does not move there
+
+
+def test_the_anchor_pulls_toward_the_parent_or_the_named_run_and_refuses_what_is_unclear(tmp_path):
+    parent = latest_checkpoint(PARENT)
+    assert anchor_checkpoint(FineTuneCfg(), parent) is None
+    assert anchor_checkpoint(FineTuneCfg(anchor=0.1), parent) == parent
+    assert anchor_checkpoint(FineTuneCfg(anchor=0.1, anchor_run=PARENT), tmp_path / "x.pt") == parent
+    with pytest.raises(ValueError, match="anchor >= 0"):
+        anchor_checkpoint(FineTuneCfg(anchor=-0.1), parent)
+    with pytest.raises(ValueError, match="only with anchor > 0"):
+        anchor_checkpoint(FineTuneCfg(anchor_run=PARENT), parent)
+    with pytest.raises(FileNotFoundError, match=r"no model_<it>\.pt"):
+        anchor_checkpoint(FineTuneCfg(anchor=0.1, anchor_run=tmp_path), parent)

@@ -262,6 +262,19 @@ class IterateSelector:
         return iterate
 
 
+def anchor_checkpoint(cfg: FineTuneCfg, parent: Path) -> Path | None:
+    """The checkpoint the anchor pulls toward (``parent``'s unless ``anchor_run``); None without one."""
+    if cfg.anchor < 0.0 or (cfg.anchor_run is not None and cfg.anchor == 0.0):
+        raise ValueError(f"anchor {cfg.anchor}, anchor_run {cfg.anchor_run}: expected anchor >= 0, and an "
+                         "anchor_run only with anchor > 0")
+    if cfg.anchor == 0.0:
+        return None
+    reference = parent if cfg.anchor_run is None else latest_checkpoint(cfg.anchor_run)
+    if reference is None:
+        raise FileNotFoundError(f"{cfg.anchor_run}: no model_<it>.pt to anchor the fine-tuning to")
+    return reference
+
+
 def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, progress: bool = True) -> str:
     """Fine-tune the parent run's latest checkpoint; writes the artifact ``out``; returns its sha256."""
     checkpoint = latest_checkpoint(parent_dir)
@@ -269,6 +282,7 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
         raise FileNotFoundError(
             f"{parent_dir}: not a training run (needs params/env.yaml, params/ppo.yaml and model_<it>.pt)"
         )
+    reference = anchor_checkpoint(cfg, checkpoint)
     parent_env, ppo = read_params(parent_dir)
     parent_it = int(checkpoint.stem.split("_")[1])
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -284,11 +298,6 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
     selector = None
     if cfg.select_every > 0:
         selector = IterateSelector(env_cfg, cfg.select_every, until, cfg.select_episodes)
-    reference = None  # the anchor's checkpoint
-    if cfg.anchor > 0.0:
-        reference = checkpoint if cfg.anchor_run is None else latest_checkpoint(cfg.anchor_run)
-        if reference is None:
-            raise FileNotFoundError(f"{cfg.anchor_run}: no model_<it>.pt to anchor the fine-tuning to")
 
     def on_start(runner: TrackingRunner) -> None:
         if reference is not None:
