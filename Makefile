@@ -22,7 +22,7 @@ GAPS ?= tired_ankles random:2001 random:2002 random:2003 random:2004 random:2005
 gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
 
-policy-unitree-sim: setup  ## arm_swing fine-tuned for Unitree's simulator at its default 5 ms step (~25 min): runs/arm_swing_unitree_sim
+policy-unitree-sim: setup  ## arm_swing fine-tuned for Unitree's simulator at its default 5 ms step (~20 min): runs/arm_swing_unitree_sim
 	@$(ENV) ./scripts/policy_unitree_sim.sh
 
 test: lint  ## lint, the robot side on Python 3.10 (test-robot), then every test (unit, node, graph over DDS)

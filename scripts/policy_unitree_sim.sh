@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The arm_swing policy for Unitree's simulator at its default 5 ms step (unitree_mujoco's held drive):
-# four fine-tunings of the shipped arm_swing (~25 min on 2 cores). Usage: policy_unitree_sim.sh [OUT_DIR]
+# four fine-tunings of the shipped arm_swing (~20 min on 2 cores). Usage: policy_unitree_sim.sh [OUT_DIR]
 #   1. the unitree_mujoco_5ms gains on the G1's own drive (ASAP's kd rings on the held drive at 5 ms);
 #   2-4. the held drive with its lag share 0.8, 0.9, 1.0, each pulled toward step 1's actions.
 # The last run directory's policy.onnx is the result (training/policies/arm_swing_unitree_sim ships one).

@@ -10,7 +10,7 @@ import torch
 
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.rl.anchor import ActionAnchor
-from asap_training.rl.finetune import FineTuneCfg, anchor_checkpoint
+from asap_training.rl.finetune import FineTuneCfg, anchor_checkpoint, fine_tune
 from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
 from asap_training.rl.vecenv import RslRlVecEnv
 
@@ -85,3 +85,29 @@ def test_the_anchor_pulls_toward_the_parent_or_the_named_run_and_refuses_what_is
         anchor_checkpoint(FineTuneCfg(anchor_run=PARENT), parent)
     with pytest.raises(FileNotFoundError, match=r"no model_<it>\.pt"):
         anchor_checkpoint(FineTuneCfg(anchor=0.1, anchor_run=tmp_path), parent)
+
+
+def test_fine_tune_installs_the_anchor_from_the_checkpoint_it_names(tmp_path, monkeypatch):
+    installed = []
+    original = ActionAnchor.from_checkpoint
+
+    def record(weight, checkpoint, actor):
+        installed.append((weight, checkpoint))
+        return original(weight, checkpoint, actor)
+
+    monkeypatch.setattr(ActionAnchor, "from_checkpoint", staticmethod(record))
+    cfg = FineTuneCfg(iterations=1, num_envs=2, select_every=0, anchor=0.1, anchor_run=PARENT)
+    fine_tune(PARENT, cfg, tmp_path / "run", tmp_path / "p.onnx", progress=False)
+    assert installed == [(0.1, latest_checkpoint(PARENT))]
+
+
+def test_an_anchor_of_another_network_is_refused_with_its_name(tmp_path):
+    runner = _parent_runner()
+    state = torch.load(latest_checkpoint(PARENT), weights_only=False)
+    state["actor_state_dict"]["mlp.0.weight"] = state["actor_state_dict"]["mlp.0.weight"][:64]
+    other = tmp_path / "model_1.pt"
+    torch.save(state, other)
+    with pytest.raises(ValueError, match="not this policy's network"):
+        ActionAnchor.from_checkpoint(0.1, other, runner.alg.actor)
+    with pytest.raises(ValueError, match="expected > 0"):
+        ActionAnchor(float("nan"), {})

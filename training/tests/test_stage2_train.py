@@ -276,8 +276,10 @@ def test_fine_tuning_for_unitree_sims_drive_sets_the_drive_gains_and_delay_of_ev
     parent, ppo = read_params(PARENT)
     kept_cfg = finetune_env_cfg(parent, p.config(p.parse_args(base), FineTuneCfg))
     kept = TrackingEnv(replace(kept_cfg, num_envs=2))
-    argv = [*base, "--held-drive-lag", "0.9", "--gain-set", "unitree_mujoco_5ms", "--no-action-delay"]
+    argv = [*base, "--held-drive-lag", "0.9", "--gain-set", "unitree_mujoco_5ms", "--no-action-delay",
+            "--anchor", "0.1", "--anchor-run", "a", "--physics-dt", "0.005"]
     cfg = p.config(p.parse_args(argv), FineTuneCfg)
+    assert (cfg.anchor, cfg.anchor_run, cfg.physics_dt) == (0.1, Path("a"), 0.005)
     env = TrackingEnv(replace(finetune_env_cfg(parent, cfg), num_envs=2))
     assert env.sim.held.all() and env.sim.held_lag == 0.9 and not kept.sim.held.any()
     kp, kd = g1.gains(g1.MOTOR_ORDER, "unitree_mujoco_5ms")

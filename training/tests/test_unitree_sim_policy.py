@@ -25,10 +25,13 @@ def _on_the_held_drive_at_5_ms(name: str, hold_gains: str = "policy"):
     return run, tracking_metrics(run.robot_pos_w, run.ref_pos_w, run.fell)
 
 
-def test_the_unitree_sim_policy_carries_the_5_ms_gain_set():
-    meta = load_artifact(POLICIES / "arm_swing_unitree_sim" / "policy.onnx").metadata
+def test_the_unitree_sim_policy_carries_the_5_ms_gain_set_and_its_eval_env_too():
+    artifact = load_artifact(POLICIES / "arm_swing_unitree_sim" / "policy.onnx")
+    meta = artifact.metadata
     kp, kd = g1.gains(meta.joint_names, "unitree_mujoco_5ms")
     assert np.allclose(meta.kp, kp) and np.allclose(meta.kd, kd)
+    env = TrackingEnv(eval_env_cfg(artifact))  # asap-eval's env: the artifact's gains, not ASAP's
+    assert np.allclose(env.joint_map.gather(env.kd_motor).numpy(), kd)
 
 
 def test_the_unitree_sim_policy_completes_where_arm_swing_falls():

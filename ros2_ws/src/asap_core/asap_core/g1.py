@@ -209,12 +209,15 @@ def gains(joint_names: tuple[str, ...] | list[str], gain_set: str = "asap") -> t
 
 def gain_set_of(joint_names: tuple[str, ...] | list[str], kp: np.ndarray, kd: np.ndarray) -> str:
     """The name of the gain set whose gains for these joints are ``kp``, ``kd`` (e.g. an artifact's,
-    to build the env it was trained in); ``KeyError`` where none is."""
-    for name in GAINS:
-        set_kp, set_kd = gains(joint_names, name)
-        if np.allclose(set_kp, kp) and np.allclose(set_kd, kd):
-            return name
-    raise KeyError(f"no gain set of asap_core.g1.GAINS has these kp/kd; known: {sorted(GAINS)}")
+    to build the env it was trained in); ``KeyError`` where none or several are (sets that differ only
+    in joints not given)."""
+    found = [name for name in GAINS
+             if all(np.allclose(a, b) for a, b in zip(gains(joint_names, name), (kp, kd), strict=True))]
+    if not found:
+        raise KeyError(f"no gain set of asap_core.g1.GAINS has these kp/kd; known: {sorted(GAINS)}")
+    if len(found) > 1:
+        raise KeyError(f"gain sets {found} all have these kp/kd on these joints: name the set")
+    return found[0]
 
 
 KP_CEILING_SATURATION_RAD = 0.05

@@ -9,6 +9,7 @@ track well (its rollouts' own states, not the reference's).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -23,16 +24,27 @@ class ActionAnchor:
     def __init__(self, weight: float, reference: dict[str, torch.Tensor]) -> None:
         """``weight``: the loss's coefficient; ``reference``: the actor's state dict to stay near (its
         observation normalizer included)."""
-        if weight <= 0.0:
+        if not weight > 0.0 or not math.isfinite(weight):
             raise ValueError(f"the anchor's weight is {weight}, expected > 0 (0: no anchor)")
         self.mirror_loss_coeff = weight
         self.reference = reference
 
     @classmethod
-    def from_checkpoint(cls, weight: float, checkpoint: Path, device: str | torch.device) -> ActionAnchor:
-        """The actor of an rsl_rl checkpoint (``model_<it>.pt``) as the reference."""
-        state = torch.load(checkpoint, map_location=device, weights_only=False)["actor_state_dict"]
-        return cls(weight, state)
+    def from_checkpoint(cls, weight: float, checkpoint: Path, actor: torch.nn.Module) -> ActionAnchor:
+        """The actor of an rsl_rl checkpoint (``model_<it>.pt``) as the reference of ``actor``: the same
+        network and observation normalizer, parameter for parameter, or a ``ValueError`` naming both."""
+        if actor.is_recurrent:  # compute_loss runs the actor without masks or hidden states
+            raise ValueError("the anchor needs a feed-forward actor")
+        ours = actor.state_dict()
+        state = torch.load(checkpoint, map_location=next(iter(ours.values())).device, weights_only=False)
+        reference = state["actor_state_dict"]
+        shapes = {k: tuple(v.shape) for k, v in ours.items()}
+        theirs = {k: tuple(v.shape) for k, v in reference.items()}
+        if shapes != theirs:
+            raise ValueError(f"{checkpoint}: its actor is not this policy's network (parameters "
+                             f"{sorted(set(theirs) ^ set(shapes)) or 'of other shapes'}): anchor to a run "
+                             "of the same policy")
+        return cls(weight, reference)
 
     def augment_batch(self, batch: object, original_batch_size: int) -> None:
         """No mirrored samples: the loss is on the batch as collected."""
@@ -41,5 +53,5 @@ class ActionAnchor:
         """Mean over the batch of the summed squared difference of the two mean actions."""
         obs: TensorDict = batch.observations[:original_batch_size]  # type: ignore[attr-defined]
         with torch.no_grad():
-            target = torch.func.functional_call(actor, self.reference, (obs,))
+            target = torch.func.functional_call(actor, self.reference, (obs,), strict=True)
         return (actor(obs) - target).pow(2).sum(-1).mean()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from asap_core import g1
 from asap_core.artifact import Provenance, load_artifact
 from asap_training.envs.config import DomainRandCfg, TrackingEnvCfg
 from asap_training.envs.delta_model import DeltaModel
@@ -264,7 +266,8 @@ class IterateSelector:
 
 def anchor_checkpoint(cfg: FineTuneCfg, parent: Path) -> Path | None:
     """The checkpoint the anchor pulls toward (``parent``'s unless ``anchor_run``); None without one."""
-    if cfg.anchor < 0.0 or (cfg.anchor_run is not None and cfg.anchor == 0.0):
+    if not cfg.anchor >= 0.0 or not math.isfinite(cfg.anchor) or (cfg.anchor_run is not None
+                                                                 and cfg.anchor == 0.0):
         raise ValueError(f"anchor {cfg.anchor}, anchor_run {cfg.anchor_run}: expected anchor >= 0, and an "
                          "anchor_run only with anchor > 0")
     if cfg.anchor == 0.0:
@@ -283,6 +286,10 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
             f"{parent_dir}: not a training run (needs params/env.yaml, params/ppo.yaml and model_<it>.pt)"
         )
     reference = anchor_checkpoint(cfg, checkpoint)
+    if cfg.gain_set is not None and cfg.gain_set not in g1.GAINS:
+        raise ValueError(f"gain set {cfg.gain_set!r} is not one of asap_core.g1.GAINS: {sorted(g1.GAINS)}")
+    if cfg.held_drive_lag is not None and not 0.0 <= cfg.held_drive_lag <= 1.0:
+        raise ValueError(f"held_drive_lag {cfg.held_drive_lag}: expected a share in [0, 1]")
     parent_env, ppo = read_params(parent_dir)
     parent_it = int(checkpoint.stem.split("_")[1])
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -301,7 +308,9 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
 
     def on_start(runner: TrackingRunner) -> None:
         if reference is not None:
-            runner.alg.symmetry = ActionAnchor.from_checkpoint(cfg.anchor, reference, runner.device)
+            if runner.alg.symmetry is not None:
+                raise ValueError("the anchor takes rsl_rl's symmetry-loss slot, which this run already uses")
+            runner.alg.symmetry = ActionAnchor.from_checkpoint(cfg.anchor, reference, runner.alg.actor)
         if selector is not None:
             selector.on_start(runner)
 
