@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.rl.anchor import ActionAnchor
@@ -99,6 +100,9 @@ def test_fine_tune_installs_the_anchor_from_the_checkpoint_it_names(tmp_path, mo
     cfg = FineTuneCfg(iterations=1, num_envs=2, select_every=0, anchor=0.1, anchor_run=PARENT)
     fine_tune(PARENT, cfg, tmp_path / "run", tmp_path / "p.onnx", progress=False)
     assert installed == [(0.1, latest_checkpoint(PARENT))]
+    options = yaml.safe_load((tmp_path / "run" / "params" / "finetune.yaml").read_text())
+    assert options["anchor"] == 0.1 and options["anchor_checkpoint"] == str(latest_checkpoint(PARENT))
+    assert options["delta_scale_range"] == [0.5, 1.5] and options["parent_checkpoint"].endswith(".pt")
 
 
 def test_an_anchor_of_another_network_is_refused_with_its_name(tmp_path):

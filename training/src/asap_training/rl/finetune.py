@@ -33,11 +33,12 @@ import json
 import math
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 from asap_core import g1
 from asap_core.artifact import Provenance, load_artifact
@@ -278,6 +279,17 @@ def anchor_checkpoint(cfg: FineTuneCfg, parent: Path) -> Path | None:
     return reference
 
 
+def write_options(run_dir: Path, cfg: FineTuneCfg, parent: Path, anchor: Path | None) -> None:
+    """``params/finetune.yaml``: this fine-tuning's options and the checkpoints it started from and was
+    anchored to (``params/env.yaml`` holds their effect on the env; the anchor leaves none there)."""
+    (run_dir / "params").mkdir(parents=True, exist_ok=True)
+    options = {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+               for k, v in asdict(cfg).items()}
+    options["parent_checkpoint"] = str(parent)
+    options["anchor_checkpoint"] = None if anchor is None else str(anchor)
+    (run_dir / "params" / "finetune.yaml").write_text(yaml.safe_dump(options, sort_keys=False))
+
+
 def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, progress: bool = True) -> str:
     """Fine-tune the parent run's latest checkpoint; writes the artifact ``out``; returns its sha256."""
     checkpoint = latest_checkpoint(parent_dir)
@@ -292,7 +304,7 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
         raise ValueError(f"held_drive_lag {cfg.held_drive_lag}: expected a share in [0, 1]")
     parent_env, ppo = read_params(parent_dir)
     parent_it = int(checkpoint.stem.split("_")[1])
-    run_dir.mkdir(parents=True, exist_ok=True)
+    write_options(run_dir, cfg, checkpoint, reference)
     resumed = latest_checkpoint(run_dir) or Path(shutil.copy2(checkpoint, run_dir / checkpoint.name))
     continued = resumed.name != checkpoint.name
     start = resumed.name if continued else "the parent"  # what the selection's iterate 0 is
