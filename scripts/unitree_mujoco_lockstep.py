@@ -22,7 +22,6 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-import torch
 
 from asap_core import g1, quat
 from asap_core.artifact import load_artifact
@@ -30,7 +29,7 @@ from asap_core.control import ControlCfg, Controller, LoadedPolicy, MotorCommand
 from asap_core.modes import Event, Mode
 from asap_sim.twin import BandConfig
 from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.eval.evaluate import eval_env_cfg
+from asap_training.eval.evaluate import eval_env_cfg, reference_points
 from asap_training.eval.metrics import tracking_metrics
 
 SCENE = Path("unitree_robots/g1/scene_29dof.xml")
@@ -119,15 +118,12 @@ def run(unitree_mujoco: Path, policy: Path, dt: float, hold_gains: str) -> str:
     if out.mode is not Mode.HOLD:
         return f"HOLD lost in the band: {control.fault}"
 
-    def reference(t: float) -> np.ndarray:
-        return env.motions.sample(torch.zeros(1, dtype=torch.long), env.tensor([t])).pos_w[0].cpu().numpy()
-
-    offset = sim.data.qpos[:3] - reference(0.0)[0]
+    offset = sim.data.qpos[:3] - reference_points(env, 0.0)[0]
     offset[2] = 0.0
     robot, ref, fell, ticks = [], [], False, 0
     while True:
         robot.append(env.kin.points(sim.data.qpos.copy())[0][0])
-        ref.append(reference(ticks * meta.control_dt) + offset)
+        ref.append(reference_points(env, ticks * meta.control_dt) + offset)
         if np.any(np.abs(quat.rotate_inv(sim.data.qpos[3:7], np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
             fell = True  # the pelvis tilted past 53 degrees
             break

@@ -12,9 +12,6 @@ shorter episode, so the checks hold for either ending.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +29,7 @@ from asap_core.artifact import load_artifact
 from asap_core.modes import Event, Mode
 from asap_core.testing import policies
 from asap_logger.reader import open_episode
+from asap_testing.dds import runner_graph
 
 REPO = Path(__file__).resolve().parents[4]
 POLICY = REPO / "training" / "policies" / "arm_swing" / "policy.onnx"
@@ -57,32 +55,9 @@ def _push(path: Path, timeout_s: float = 20.0) -> subprocess.CompletedProcess:
 def sim2sim(tmp_path: Path):
     """The lock-step sim2sim graph from the runner, with the shipped policy and the nominal profile."""
     episodes = tmp_path / "episodes"
-    log = (tmp_path / "runner.log").open("w")
-    runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "asap_bringup.runner",
-            "sim2sim_lockstep",
-            f"policy:={POLICY}",
-            "dynamics_profile:=nominal",
-            f"episodes_dir:={episodes}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-    )
-    yield episodes
-    runner.send_signal(signal.SIGINT)
-    try:
-        runner.wait(15)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(runner.pid, signal.SIGKILL)
-        runner.wait()
-    log.close()
-    print((tmp_path / "runner.log").read_text()[-4000:])
+    with runner_graph("sim2sim_lockstep", f"policy:={POLICY}", "dynamics_profile:=nominal",
+                      f"episodes_dir:={episodes}", log=tmp_path / "runner.log"):
+        yield episodes
 
 
 def _policy_run(bag: Path) -> tuple[np.ndarray, np.ndarray, float]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -64,3 +66,25 @@ def finish(proc: subprocess.Popen, timeout_s: float = 10.0) -> tuple[int, str, s
             proc.kill()
             out, err = proc.communicate()
     return proc.returncode, out, err
+
+
+@contextlib.contextmanager
+def runner_graph(*args: str, log: Path) -> Iterator[subprocess.Popen]:
+    """``python -m asap_bringup.runner *args`` (a graph of nodes as users start it), its output in ``log``;
+    on exit Ctrl-C as a user stops it (SIGKILL to its process group after 15 s), then the log's tail is
+    printed for the test report."""
+    with log.open("w") as out:
+        runner = subprocess.Popen([sys.executable, "-m", "asap_bringup.runner", *args], stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True,
+                                  env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        try:
+            yield runner
+        finally:
+            runner.send_signal(signal.SIGINT)
+            try:
+                runner.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(runner.pid, signal.SIGKILL)
+                runner.wait()
+    print(log.read_text()[-4000:])

@@ -213,10 +213,7 @@ def rollout_twin(
         raise RuntimeError(f"the twin core did not ramp to the policy's default pose: {control.fault}")
 
     # the twin stands where the band held it: compare against the reference moved there (heading kept)
-    def reference(t: float) -> np.ndarray:
-        return env.motions.sample(torch.zeros(1, dtype=torch.long), env.tensor([t])).pos_w[0].cpu().numpy()
-
-    offset = twin.data.qpos[:3] - reference(0.0)[0]
+    offset = twin.data.qpos[:3] - reference_points(env, 0.0)[0]
     offset[2] = 0.0
     robot: list[np.ndarray] = []
     ref: list[np.ndarray] = []
@@ -225,7 +222,7 @@ def rollout_twin(
     while True:
         s, qpos, qvel = twin.read_state(), twin.data.qpos.copy(), twin.data.qvel.copy()
         robot.append(env.kin.points(qpos)[0][0])
-        ref.append(reference(len(rows) * meta.control_dt) + offset)
+        ref.append(reference_points(env, len(rows) * meta.control_dt) + offset)
         if np.any(np.abs(quat.rotate_inv(s.base_quat_wxyz, np.array([0.0, 0.0, -1.0]))[:2]) > 0.8):
             fell = True
             break
@@ -242,6 +239,11 @@ def rollout_twin(
     columns = [np.array(c) for c in zip(*rows, strict=True)] if len(rows) >= 2 else None
     trajectory = RealTrajectory(f"twin:{profile}", *columns) if columns else None
     return Rollout(np.array(robot), np.array(ref), fell, meta.control_dt, trajectory, control.fault)
+
+
+def reference_points(env: TrackingEnv, t: float) -> np.ndarray:
+    """(27, 3) tracked points of the env's first motion at ``t`` seconds, in its world frame."""
+    return env.motions.sample(torch.zeros(1, dtype=torch.long), env.tensor([t])).pos_w[0].cpu().numpy()
 
 
 def twin_runs(artifact_path: Path, profile: str, seeds: Sequence[int]) -> list[ClosedLoopRun]:
