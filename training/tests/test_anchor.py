@@ -115,3 +115,15 @@ def test_an_anchor_of_another_network_is_refused_with_its_name(tmp_path):
         ActionAnchor.from_checkpoint(0.1, other, runner.alg.actor)
     with pytest.raises(ValueError, match="expected > 0"):
         ActionAnchor(float("nan"), {})
+
+
+REFUSED = [({"gain_set": "stiff"}, KeyError, "unknown gain set"),
+           ({"held_drive_lag": 1.5}, ValueError, "lag")]
+
+
+@pytest.mark.parametrize(("option", "error", "message"), REFUSED)
+def test_fine_tune_refuses_a_gain_set_or_lag_before_writing_anything(tmp_path, option, error, message):
+    cfg = FineTuneCfg(iterations=1, num_envs=2, **option)
+    with pytest.raises(error, match=message):
+        fine_tune(PARENT, cfg, tmp_path / "run", tmp_path / "p.onnx")
+    assert not (tmp_path / "run").exists()

@@ -50,6 +50,7 @@ from asap_training.eval.metrics import tracking_metrics
 from asap_training.rl.anchor import ActionAnchor
 from asap_training.rl.export import export_runner
 from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params, train
+from asap_training.sim.mujoco_cpu import check_share
 
 
 @dataclass(kw_only=True)
@@ -298,10 +299,10 @@ def fine_tune(parent_dir: Path, cfg: FineTuneCfg, run_dir: Path, out: Path, prog
             f"{parent_dir}: not a training run (needs params/env.yaml, params/ppo.yaml and model_<it>.pt)"
         )
     reference = anchor_checkpoint(cfg, checkpoint)
-    if cfg.gain_set is not None and cfg.gain_set not in g1.GAINS:
-        raise ValueError(f"gain set {cfg.gain_set!r} is not one of asap_core.g1.GAINS: {sorted(g1.GAINS)}")
-    if cfg.held_drive_lag is not None and not 0.0 <= cfg.held_drive_lag <= 1.0:
-        raise ValueError(f"held_drive_lag {cfg.held_drive_lag}: expected a share in [0, 1]")
+    if cfg.gain_set is not None:  # the env's own checks, before anything is written
+        g1.gains(g1.MOTOR_ORDER, cfg.gain_set)
+    if cfg.held_drive_lag is not None:
+        check_share("held_drive_lag", cfg.held_drive_lag)
     parent_env, ppo = read_params(parent_dir)
     parent_it = int(checkpoint.stem.split("_")[1])
     write_options(run_dir, cfg, checkpoint, reference)

@@ -36,6 +36,12 @@ def _worker_pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, "mujoco_cpu")
 
 
+def check_share(name: str, share: float) -> None:
+    """``ValueError`` unless ``share`` lies in [0, 1] (the held drive's share of envs and its lag)."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"{name} is {share}, expected a share in [0, 1]")
+
+
 class MujocoCpuSimulator:
     """CPU backend of :class:`asap_training.sim.base.Simulator`.
 
@@ -61,9 +67,8 @@ class MujocoCpuSimulator:
     ) -> None:
         """Create the ``MjData`` and the worker pool; resolve indices once. ``held_drive_lag``: the held
         drive's ``lag`` (:func:`asap_sim.motor.hold_pd`)."""
-        for name, share in (("held_drive_share", held_drive_share), ("held_drive_lag", held_drive_lag)):
-            if not 0.0 <= share <= 1.0:
-                raise ValueError(f"{name} is {share}, expected a share in [0, 1]")
+        check_share("held_drive_share", held_drive_share)
+        check_share("held_drive_lag", held_drive_lag)
         if torch.device(device).type != "cpu":
             raise ValueError(f"the MuJoCo CPU backend runs on the CPU, not {device}; on a GPU use "
                              f"--sim mujoco_warp")
