@@ -12,6 +12,7 @@ import torch
 from asap_core import g1
 from asap_core.artifact import load_artifact
 from asap_training.data.dataset import RealDataset
+from asap_training.delta.gains import GainCalibrationCfg, calibrate_gains
 from asap_training.delta.warm_start import joint_shares, select_joints
 from asap_training.envs import actions as action_path
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delta_obs_dim, delta_obs_layout
@@ -50,6 +51,36 @@ def test_zero_delta_replays_a_nominal_recording_exactly(nominal_recording, weak_
     gap = open_loop_errors(weak_ankle_recording, horizons_s=(0.25, 1.0), max_windows=8)
     assert gap["1"]["e_g_mpjpe_mm"] > 10.0
     assert gap["1"]["e_g_mpjpe_mm"] > gap["0.25"]["e_g_mpjpe_mm"]
+
+
+def test_gain_calibration_finds_the_gains_that_make_a_known_correction_exact(nominal_recording):
+    """A nominal recording whose stored actions are the applied ones minus a known offset d on two joints:
+    only Δa = d replays it exactly. Given a correction of d/2 on one joint and 2d on the other, the gains
+    are 2 and 0.5 and the replay error drops to round-off, on the windows searched and on those held out;
+    the gains stay within their bounds."""
+    names = nominal_recording.action_joints
+    joints = np.array([names.index("left_knee_joint"), names.index("right_shoulder_pitch_joint")])
+    offset = np.zeros(len(names))
+    offset[joints] = 0.1
+    shifted = replace(nominal_recording, trajectories=tuple(
+        replace(t, action=t.action - offset) for t in nominal_recording.trajectories
+    ))  # fmt: skip
+    given = np.array([0.05, 0.2])  # half and twice the offset
+
+    def calibrate(max_gain: float):
+        return calibrate_gains(
+            shifted, lambda obs: np.tile(given, (len(obs), 1)), joints, horizon_s=0.5, action_history=0,
+            cfg=GainCalibrationCfg(max_gain=max_gain), progress=None,
+        )  # fmt: skip
+
+    found = calibrate(3.0)
+    assert found.gains == pytest.approx([2.0, 0.5], abs=0.02)
+    assert found.scores_mm[0] > 1.0 and found.scores_mm[-1] < 0.05 * found.scores_mm[0], found.scores_mm
+    assert list(found.scores_mm) == sorted(found.scores_mm, reverse=True)  # only steps that lowered it
+    # searched on the first half of the recording, the whole step kept by the second half
+    assert found.shrinkage == 1.0 and found.held_out_mm[1.0] < 0.05 * found.held_out_mm[0.0]
+    bounded = calibrate(1.5)
+    assert bounded.gains[0] == pytest.approx(1.5) and bounded.gains[1] == pytest.approx(0.5, abs=0.05)
 
 
 def test_a_recording_with_a_latency_replays_exactly_in_its_own_simulator(tmp_path):

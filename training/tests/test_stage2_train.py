@@ -157,10 +157,16 @@ def test_delta_model_lowers_open_loop_error_and_fine_tuning_records_provenance(
     assert sum(model.meta.mask) == 4 and model.meta.action_history == ANKLES.action_history
     replay = functools.partial(open_loop_errors, ds, horizons_s=(0.25,), max_windows=16)
     assert replay(delta_model=path)["0.25"]["e_g_mpjpe_mm"] < replay()["0.25"]["e_g_mpjpe_mm"]
-    # the default model is the joint-linear one: each DAgger round's fit scored, the best exported
+    # the default model is the joint-linear one: each DAgger round's fit scored, the best one's per-joint
+    # gains set on its replays, and the better of the two exported
     selection = json.loads((tmp_path / "delta" / "selection.json").read_text())
     assert selection["candidates"] == "DAgger round" and sorted(selection["scores"]) == ["0", "1"]
-    assert selection["chosen_error_mm"] == min(selection["scores"].values())
+    gains, best_round = selection["gains"], min(selection["scores"].values())
+    learned = [name for name, on in zip(ds.action_joints, model.meta.mask, strict=True) if on]
+    assert sorted(gains["gains"]) == sorted(learned)
+    assert gains["shrinkage"] in (0.0, 0.25, 0.5, 0.75, 1.0) and len(gains["held_out_mm_by_shrinkage"]) == 5
+    assert gains["kept"] == (gains["error_mm"] < best_round)
+    assert selection["chosen_error_mm"] == (gains["error_mm"] if gains["kept"] else best_round)
     assert selection["chosen_error_mm"] < selection["no_correction_error_mm"]
     exported = open_loop_errors(ds, delta_model=path, horizons_s=(1.0,))["1"]["e_g_mpjpe_mm"]
     assert exported == pytest.approx(selection["chosen_error_mm"], rel=1e-9)

@@ -10,6 +10,7 @@ from dataclasses import replace
 from asap_core.config_options import ConfigParser
 from asap_training.cli.common import add_dataset, add_run_dir, add_threads, load_dataset, parse
 from asap_training.delta import train as library
+from asap_training.delta.gains import GainCalibrationCfg
 from asap_training.delta.train import MODELS, DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
@@ -28,6 +29,7 @@ def parser() -> ConfigParser:
     p.fields(DeltaTrainCfg, "profile", "select_every")
     p.field(DeltaTrainCfg, "warm_start", "--no-warm-start")
     p.fields(WarmStartCfg, "search_ticks", "visited_rounds", "torque_weight", "ridge")
+    p.field(GainCalibrationCfg, "iterations", "--gain-iterations")
     p.field(DeltaTrainCfg, "seed")
     add_threads(p)
     return p
@@ -38,6 +40,7 @@ def configs(p: ConfigParser, args: Namespace) -> tuple[DeltaTrainCfg, DeltaCfg]:
     cfg = p.config(args, DeltaTrainCfg)
     if cfg.warm_start is not None:
         cfg = replace(cfg, warm_start=p.config(args, WarmStartCfg, cfg.warm_start))
+    cfg = replace(cfg, gains=p.config(args, GainCalibrationCfg, cfg.gains))
     return cfg, p.config(args, DeltaCfg)
 
 

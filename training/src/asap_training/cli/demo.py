@@ -46,6 +46,7 @@ from asap_training.baselines.sysid import SysidCfg, identify
 from asap_training.cli.common import add_threads, parse
 from asap_training.data.dataset import RealDataset, merge_datasets
 from asap_training.data.ingest import IngestError, ingest, read_episode, summary
+from asap_training.delta.gains import GainCalibrationCfg
 from asap_training.delta.train import MODELS, DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import WarmStartCfg
 from asap_training.envs.delta_env import DeltaCfg
@@ -144,6 +145,9 @@ class DemoCfg:
     delta_torque_weight: float = WarmStartCfg.torque_weight
     """Weight of the reported motor torques in the warm-start targets (``WarmStartCfg.torque_weight``: why;
     0: motion only)."""
+    delta_gain_iterations: int = GainCalibrationCfg.iterations
+    """Iterations of the search for πΔ's per-joint gains on its open-loop replays (``joint_linear``;
+    ``GainCalibrationCfg``, why: ``asap_training.delta.gains``; 0: gains 1)."""
     delta_scale_range: tuple[float, float] | None = FineTuneCfg.delta_scale_range
     """ASAP's fine-tuning scales each env's Δa per joint by a factor from this range, drawn at every
     episode start (``FineTuneCfg.delta_scale_range``: why and what it measured); ``1 1``: Δa as πΔ
@@ -484,13 +488,18 @@ def fit_and_fine_tune(
     warm = WarmStartCfg(search_ticks=cfg.delta_search_ticks, visited_rounds=cfg.delta_visited_rounds,
                         torque_weight=cfg.delta_torque_weight)  # fmt: skip
     budget = DeltaTrainCfg(model=cfg.delta_model, iterations=cfg.delta_iterations, num_envs=cfg.num_envs,
-                           profile=base, seed=cfg.seed, warm_start=warm)  # fmt: skip
+                           profile=base, seed=cfg.seed, warm_start=warm,
+                           gains=GainCalibrationCfg(iterations=cfg.delta_gain_iterations))  # fmt: skip
     delta_path, _ = train_delta(dataset, delta_dir, budget, delta=DeltaCfg(joints=cfg.delta_joints))
     selection = json.loads((delta_dir / "selection.json").read_text())
     scores = ", ".join(f"{k}: {v:.1f}" for k, v in selection["scores"].items())
     unit = selection["candidates"]
     print(f"πΔ kept from {unit} {selection['chosen_iteration']} ({selection['metric']} by {unit}: "
           f"{scores})", flush=True)  # fmt: skip
+    if gains := selection.get("gains"):
+        verdict = "kept" if gains["kept"] else "not kept"
+        print(f"πΔ's per-joint gains (shrinkage {gains['shrinkage']:g}, chosen on held-out windows): "
+              f"{gains['error_mm']:.1f} mm, {verdict}", flush=True)  # fmt: skip
     open_loop = {
         OPEN_LOOP_NONE: open_loop_errors(dataset),
         OPEN_LOOP_DELTA: open_loop_errors(dataset, profile=base, delta_model=delta_path),
@@ -598,6 +607,7 @@ def parser() -> ConfigParser:
     p.field(DemoCfg, "delta_model", choices=MODELS)
     p.field(DemoCfg, "delta_iterations")
     p.fields(DemoCfg, "delta_search_ticks", "delta_visited_rounds", "delta_torque_weight")
+    p.field(DemoCfg, "delta_gain_iterations")
     p.field(DemoCfg, "delta_scale_range", nargs=2, metavar=("LOW", "HIGH"))
     p.fields(DemoCfg, "finetune_iterations", "finetune_envs")
     p.field(DemoCfg, "finetune_min_gain")

@@ -14,7 +14,9 @@ Two models (``--model``):
   signals and the base's state, fitted by ridge regression to the warm start's inverse-dynamics targets
   (:mod:`asap_training.delta.warm_start`) at recorded states, then at the states its own replays visit
   (DAgger rounds); the fit after each round is scored by its open-loop replay error at the training
-  horizon on the dataset and the best is exported. No PPO: its few weights are set in closed form.
+  horizon on the dataset and the best is kept; then each joint's Δa gain is searched on the replays of half
+  the data and shrunk toward 1 by the other half (:mod:`asap_training.delta.gains`), kept when the result
+  replays better. No PPO: its few weights are set in closed form.
 - ``mlp`` (the paper's): rsl_rl's actor regressed onto the same targets, its observation normalizer
   frozen, then PPO (Table II rewards) after ``critic_warmup`` iterations that train only the critic (an
   untrained critic's advantages are noise, and PPO steps on noise undo the regression). Every
@@ -39,6 +41,7 @@ import torch
 
 from asap_core.artifact import sha256_of
 from asap_training.data.dataset import RealDataset
+from asap_training.delta.gains import GainCalibrationCfg, calibrate_gains
 from asap_training.delta.joint_linear import JointLinearDelta
 from asap_training.delta.warm_start import (
     AUTO_JOINTS,
@@ -100,6 +103,9 @@ class DeltaTrainCfg:
     select_every: int = 5
     """Score πΔ by its open-loop error every this many iterations (and at the start) and keep the best
     (0: keep the last)."""
+    gains: GainCalibrationCfg = field(default_factory=GainCalibrationCfg)
+    """``joint_linear`` only: each learned joint's Δa gain, set after the fit on its open-loop replays
+    (:mod:`asap_training.delta.gains`; ``iterations`` 0: off)."""
 
 
 def train_delta(
@@ -146,11 +152,45 @@ def train_delta(
         joints = np.flatnonzero(meta.mask)
         model = JointLinearDelta(len(dataset.action_joints), delta.action_history, joints)
         fit = functools.partial(model.fit, ridge=warm_start.ridge)
-        log = fit_dagger(dataset, delta, warm_start, model, fit, profile, lambda r: selector.score(model, r),
-                         recorded=searched)
+        fits: dict[int, dict[str, torch.Tensor]] = {}
+
+        def on_round(r: int) -> None:
+            selector.score(model, r)
+            fits[r] = {name: value.clone() for name, value in model.state_dict().items()}
+
+        log = fit_dagger(dataset, delta, warm_start, model, fit, profile, on_round, recorded=searched)
         (run_dir / "warm_start.json").write_text(json.dumps(log, indent=2) + "\n")
+        if cfg.gains.iterations:
+            model.load_state_dict(fits[selector.kept])
+            _calibrate(dataset, model, delta, profile, cfg.gains, selector)
         return path, selector.finish(path, run_dir / "selection.json")
     return _train_mlp(dataset, run_dir, cfg, delta, meta, ppo, progress, resume, searched)
+
+
+def _calibrate(
+    dataset: RealDataset, model: JointLinearDelta, delta: DeltaCfg, profile: str, cfg: GainCalibrationCfg,
+    selector: _Selector,
+) -> None:  # fmt: skip
+    """Set the kept fit's per-joint gains on its replays (:mod:`asap_training.delta.gains`) and offer the
+    result to the selection."""
+    joints = np.flatnonzero(selector.meta.mask)
+
+    def correction(obs: np.ndarray) -> np.ndarray:
+        return model(torch.as_tensor(obs, dtype=model.weight.dtype)).numpy()
+
+    print(f"setting πΔ's gains on {len(joints)} joints by their open-loop replays", flush=True)
+    found = calibrate_gains(dataset, correction, joints, horizon_s=delta.horizon_s,
+                            action_history=delta.action_history, profile=profile, cfg=cfg)  # fmt: skip
+    # Δa_j is linear in w_j: the gain scales the joint's weights
+    model.weight.mul_(torch.as_tensor(found.gains, dtype=model.weight.dtype)[:, None])
+    names = [dataset.action_joints[j] for j in joints]
+    selector.calibrated(model, {
+        "gains": {n: round(float(g), 4) for n, g in zip(names, found.gains, strict=True)},
+        "scores_mm": list(found.scores_mm),
+        "held_out_mm_by_shrinkage": {f"{t:g}": v for t, v in found.held_out_mm.items()},
+        "shrinkage": found.shrinkage,
+        "elapsed_s": found.elapsed_s,
+    })  # fmt: skip
 
 
 def _train_mlp(
@@ -210,6 +250,14 @@ class _Selector:
         self.elapsed_s: dict[int, float] = {}
         self._start = time.monotonic()
         self.best: tuple[float, int, bytes] | None = None
+        self.gains: dict | None = None
+
+    @property
+    def kept(self) -> int:
+        """The candidate kept so far (its iteration or round)."""
+        if self.best is None:
+            raise RuntimeError("no candidate πΔ was scored yet")
+        return self.best[1]
 
     def score(self, module: torch.nn.Module, iteration: int) -> None:
         """Export ``module`` (observation → Δa of the learned joints, deterministic) and replay the dataset
@@ -223,6 +271,21 @@ class _Selector:
         self.elapsed_s[iteration] = time.monotonic() - self._start
         if self.best is None or error < self.best[0]:
             self.best = (error, iteration, self.scratch.read_bytes())
+
+    def calibrated(self, module: torch.nn.Module, gains: dict) -> None:
+        """Offer the kept candidate with its gains set (``module``; ``gains``: their report): it replaces
+        the kept one where it replays the data better."""
+        if self.best is None:
+            raise RuntimeError("no candidate πΔ was scored to set the gains of")
+        before, kept, _ = self.best
+        export_delta_model(module, self.scratch, self.meta)
+        errors = open_loop_errors(
+            self.dataset, profile=self.profile, delta_model=self.scratch, horizons_s=(self.delta.horizon_s,)
+        )
+        error = next(iter(errors.values()))["e_g_mpjpe_mm"]
+        self.gains = {**gains, "error_mm": error, "kept": bool(error < before)}
+        if error < before:
+            self.best = (error, kept, self.scratch.read_bytes())
 
     def finish(self, path: Path, report: Path) -> str:
         """Write the best πΔ to ``path`` and the scores to ``report``; returns the file's sha256. Warns when
@@ -247,6 +310,7 @@ class _Selector:
             "chosen_iteration": iteration,
             "chosen_error_mm": error,
             "no_correction_error_mm": without,
+            **({"gains": self.gains} if self.gains else {}),
         }, indent=2) + "\n")  # fmt: skip
         return sha256_of(data)
 

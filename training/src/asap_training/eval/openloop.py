@@ -7,7 +7,7 @@ recorded states over each horizon with the stage-1 metrics (E_g-mpjpe, E_mpjpe, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,10 @@ from asap_training.envs.delta_model import DeltaModel
 from asap_training.eval.metrics import ERROR_METRICS, tracking_metrics
 
 HORIZONS_S = (0.25, 0.5, 1.0)
+STRIDE_S = 0.25
+"""A replay window starts every this many seconds of a recording,"""
+MAX_WINDOWS = 128
+"""and the windows are evenly thinned to at most this many (the scores' defaults)."""
 
 
 def replay_windows(
@@ -44,8 +48,8 @@ def open_loop_errors(
     profile: str = "nominal",
     delta_model: Path | None = None,
     horizons_s: Sequence[float] = HORIZONS_S,
-    stride_s: float = 0.25,
-    max_windows: int = 128,
+    stride_s: float = STRIDE_S,
+    max_windows: int = MAX_WINDOWS,
     env_overrides: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Mean metrics over the windows for each horizon: ``{"0.25": {"e_g_mpjpe_mm": ...}, ...}``.
@@ -55,27 +59,45 @@ def open_loop_errors(
     dt = dataset.control_dt
     steps = round(max(horizons_s) / dt)
     ids, frames = replay_windows(dataset, steps + 1, max(1, round(stride_s / dt)), max_windows)
-    cfg = delta_env_cfg(dataset, num_envs=len(ids), profile=profile)
-    for key, value in (env_overrides or {}).items():
-        setattr(cfg, key, value)
-    # one extra step: the episode's last state is replaced by the next episode's start on reset
     model = DeltaModel(delta_model) if delta_model else None
-    history = model.meta.action_history if model else 0
-    env = DeltaEnv(
-        cfg, dataset, DeltaCfg(horizon_s=(steps + 1) * dt, action_history=history), starts=(ids, frames)
-    )
-    robot, ref = [env.points.pos_w.cpu().numpy()], [env.ref.pos_w.cpu().numpy()]
-    obs = env.observations()["actor"]
-    for _ in range(steps):
-        delta = model(obs.cpu().numpy()) if model else np.zeros((env.num_envs, env.num_actions))
-        out, *_ = env.step(delta)
-        obs = out["actor"]
-        robot.append(env.points.pos_w.cpu().numpy())
-        ref.append(env.ref.pos_w.cpu().numpy())
-    robot_w, ref_w = np.stack(robot, axis=1), np.stack(ref, axis=1)  # (W, steps + 1, P, 3)
+    robot_w, ref_w = replay_points(
+        dataset, ids, frames, steps, profile=profile, correction=model,
+        action_history=model.meta.action_history if model else 0, env_overrides=env_overrides,
+    )  # fmt: skip
     result = {}
     for h in horizons_s:
         n = round(h / dt) + 1
         per_window = [tracking_metrics(robot_w[w, :n], ref_w[w, :n]).to_dict() for w in range(len(ids))]
         result[f"{h:g}"] = {k: float(np.mean([m[k] for m in per_window])) for k in ERROR_METRICS}
     return result
+
+
+def replay_points(
+    dataset: RealDataset,
+    ids: np.ndarray,
+    frames: np.ndarray,
+    steps: int,
+    *,
+    profile: str = "nominal",
+    correction: Callable[[np.ndarray], np.ndarray] | None = None,
+    action_history: int = 0,
+    env_overrides: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Replay the recorded actions (plus ``correction(πΔ observations)``, Δa over every action joint, when
+    given) from each window's start (trajectory ``ids``, start ``frames``: one env each) for ``steps``
+    ticks; returns the simulated and the recorded tracked points, (W, steps + 1, P, 3) each."""
+    cfg = delta_env_cfg(dataset, num_envs=len(ids), profile=profile)
+    for key, value in (env_overrides or {}).items():
+        setattr(cfg, key, value)
+    # one extra step: the episode's last state is replaced by the next episode's start on reset
+    horizon = DeltaCfg(horizon_s=(steps + 1) * dataset.control_dt, action_history=action_history)
+    env = DeltaEnv(cfg, dataset, horizon, starts=(ids, frames))
+    robot, ref = [env.points.pos_w.cpu().numpy()], [env.ref.pos_w.cpu().numpy()]
+    obs = env.observations()["actor"]
+    for _ in range(steps):
+        delta = correction(obs.cpu().numpy()) if correction else np.zeros((env.num_envs, env.num_actions))
+        out, *_ = env.step(delta)
+        obs = out["actor"]
+        robot.append(env.points.pos_w.cpu().numpy())
+        ref.append(env.ref.pos_w.cpu().numpy())
+    return np.stack(robot, axis=1), np.stack(ref, axis=1)
