@@ -69,8 +69,8 @@ def test_gain_calibration_finds_the_gains_that_make_a_known_correction_exact(nom
 
     def calibrate(max_gain: float):
         return calibrate_gains(
-            shifted, lambda obs: np.tile(given, (len(obs), 1)), joints, horizon_s=0.5, action_history=0,
-            cfg=GainCalibrationCfg(max_gain=max_gain), progress=None,
+            shifted, lambda obs: np.tile(given, (len(obs), 1)), joints, DeltaCfg(horizon_s=0.5),
+            cfg=GainCalibrationCfg(max_gain=max_gain),
         )  # fmt: skip
 
     found = calibrate(3.0)

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from asap_training.data.dataset import RealDataset
-from asap_training.envs.delta_env import expand_delta
+from asap_training.envs.delta_env import DeltaCfg
+from asap_training.envs.delta_model import bounded_delta
 from asap_training.eval.openloop import MAX_WINDOWS, STRIDE_S, replay_points, replay_windows
 
 
@@ -59,7 +60,8 @@ class GainCalibrationCfg:
 @dataclass(frozen=True)
 class GainCalibration:
     """The gains kept (one per learned joint); the search's score (mm, its windows) at the start and after
-    each kept step; the held-out windows' score for each shrinkage and the one chosen."""
+    each kept step; the held-out windows' score for each shrinkage (none: a single window, or no step
+    kept) and the one chosen."""
 
     gains: np.ndarray
     scores_mm: tuple[float, ...]
@@ -72,19 +74,19 @@ def calibrate_gains(
     dataset: RealDataset,
     correction: Callable[[np.ndarray], np.ndarray],
     joints: np.ndarray,
+    delta: DeltaCfg,
     *,
-    horizon_s: float,
-    action_history: int,
     profile: str = "nominal",
     cfg: GainCalibrationCfg | None = None,
-    progress: Callable[[str], None] | None = print,
+    progress: Callable[[str], None] | None = None,
 ) -> GainCalibration:
-    """Gains for ``correction`` (πΔ observations → Δa of the learned ``joints``, (N, k)) that minimize the
-    open-loop E_g-mpjpe at ``horizon_s`` over the windows that
-    :func:`~asap_training.eval.openloop.open_loop_errors` scores by default, replayed in ``profile``'s
-    simulator."""
+    """Gains for ``correction`` (πΔ observations → Δa of the learned ``joints``, (N, k); ``delta``: its
+    horizon, action history and bound) by the open-loop E_g-mpjpe at the horizon, replayed in ``profile``'s
+    simulator: searched on half the windows that :func:`~asap_training.eval.openloop.open_loop_errors`
+    scores by default and shrunk toward 1 by the other half (module docstring)."""
     cfg = cfg or GainCalibrationCfg()
     start = time.monotonic()
+    horizon_s, max_delta = delta.horizon_s, delta.max_delta
     steps = round(horizon_s / dataset.control_dt)
     stride = max(1, round(STRIDE_S / dataset.control_dt))
     ids, frames = replay_windows(dataset, steps + 1, stride, MAX_WINDOWS)
@@ -99,8 +101,8 @@ def calibrate_gains(
         per_env = np.repeat(candidates, len(windows), axis=0)
         robot, ref = replay_points(
             dataset, np.tile(ids[windows], len(candidates)), np.tile(frames[windows], len(candidates)), steps,
-            profile=profile, action_history=action_history,
-            correction=lambda obs: expand_delta(per_env * correction(obs), joints, num_actions),
+            profile=profile, action_history=delta.action_history,
+            correction=lambda obs: bounded_delta(per_env * correction(obs), joints, num_actions, max_delta),
         )  # fmt: skip
         return (robot - ref)[:, 1:].reshape(len(candidates), -1)  # frame 0 is the recorded start
 
@@ -116,6 +118,8 @@ def calibrate_gains(
             scores.append(float(score(errors[:1])[0]))
         jacobian = (errors[1:] - errors[0]).T / cfg.fd_step  # (M, k)
         normal, gradient = jacobian.T @ jacobian, jacobian.T @ errors[0]
+        if not np.trace(normal):  # no gain moves the replays (a zero fit): nothing to search
+            break
         damped = [normal + d * float(np.trace(normal)) / k * np.eye(k) for d in cfg.dampings]
         moves = np.array([np.linalg.solve(m, gradient) for m in damped])
         candidates = np.clip(searched - moves, 0.0, cfg.max_gain)
@@ -129,8 +133,10 @@ def calibrate_gains(
             break
         searched = candidates[best]
         scores.append(float(tried[best]))
-    if not held.any():  # one window: nothing to hold out
+    if not held.any():  # a single window: nothing to hold out
         return GainCalibration(searched, tuple(scores), {}, 1.0, time.monotonic() - start)
+    if np.all(searched == 1.0):  # no step kept
+        return GainCalibration(searched, tuple(scores), {}, 0.0, time.monotonic() - start)
     shrunk = np.array([1.0 + t * (searched - 1.0) for t in cfg.shrinkage])
     held_out = dict(zip(cfg.shrinkage, score(replay(shrunk, held)).tolist(), strict=True))
     chosen = min(held_out, key=held_out.__getitem__)

@@ -152,35 +152,35 @@ def train_delta(
         joints = np.flatnonzero(meta.mask)
         model = JointLinearDelta(len(dataset.action_joints), delta.action_history, joints)
         fit = functools.partial(model.fit, ridge=warm_start.ridge)
-        fits: dict[int, dict[str, torch.Tensor]] = {}
+        kept_fit: dict[str, torch.Tensor] = {}
 
         def on_round(r: int) -> None:
             selector.score(model, r)
-            fits[r] = {name: value.clone() for name, value in model.state_dict().items()}
+            if selector.kept == r:
+                kept_fit.update({name: value.clone() for name, value in model.state_dict().items()})
 
         log = fit_dagger(dataset, delta, warm_start, model, fit, profile, on_round, recorded=searched)
         (run_dir / "warm_start.json").write_text(json.dumps(log, indent=2) + "\n")
         if cfg.gains.iterations:
-            model.load_state_dict(fits[selector.kept])
-            _calibrate(dataset, model, delta, profile, cfg.gains, selector)
+            model.load_state_dict(kept_fit)
+            _calibrate(dataset, model, joints, delta, profile, cfg.gains, selector)
         return path, selector.finish(path, run_dir / "selection.json")
     return _train_mlp(dataset, run_dir, cfg, delta, meta, ppo, progress, resume, searched)
 
 
 def _calibrate(
-    dataset: RealDataset, model: JointLinearDelta, delta: DeltaCfg, profile: str, cfg: GainCalibrationCfg,
-    selector: _Selector,
+    dataset: RealDataset, model: JointLinearDelta, joints: np.ndarray, delta: DeltaCfg, profile: str,
+    cfg: GainCalibrationCfg, selector: _Selector,
 ) -> None:  # fmt: skip
     """Set the kept fit's per-joint gains on its replays (:mod:`asap_training.delta.gains`) and offer the
     result to the selection."""
-    joints = np.flatnonzero(selector.meta.mask)
 
     def correction(obs: np.ndarray) -> np.ndarray:
         return model(torch.as_tensor(obs, dtype=model.weight.dtype)).numpy()
 
     print(f"setting πΔ's gains on {len(joints)} joints by their open-loop replays", flush=True)
-    found = calibrate_gains(dataset, correction, joints, horizon_s=delta.horizon_s,
-                            action_history=delta.action_history, profile=profile, cfg=cfg)  # fmt: skip
+    found = calibrate_gains(dataset, correction, joints, delta, profile=profile, cfg=cfg,
+                            progress=functools.partial(print, flush=True))  # fmt: skip
     # Δa_j is linear in w_j: the gain scales the joint's weights
     model.weight.mul_(torch.as_tensor(found.gains, dtype=model.weight.dtype)[:, None])
     names = [dataset.action_joints[j] for j in joints]
@@ -259,14 +259,18 @@ class _Selector:
             raise RuntimeError("no candidate πΔ was scored yet")
         return self.best[1]
 
-    def score(self, module: torch.nn.Module, iteration: int) -> None:
-        """Export ``module`` (observation → Δa of the learned joints, deterministic) and replay the dataset
-        with it; ``iteration``: the PPO iteration or the DAgger round."""
+    def _replay(self, module: torch.nn.Module) -> float:
+        """Export ``module`` (observation → Δa of the learned joints, deterministic) to the scratch file and
+        return its open-loop error on the dataset at the horizon."""
         export_delta_model(module, self.scratch, self.meta)
         errors = open_loop_errors(
             self.dataset, profile=self.profile, delta_model=self.scratch, horizons_s=(self.delta.horizon_s,)
         )
-        error = next(iter(errors.values()))["e_g_mpjpe_mm"]
+        return next(iter(errors.values()))["e_g_mpjpe_mm"]
+
+    def score(self, module: torch.nn.Module, iteration: int) -> None:
+        """Score ``module``; ``iteration``: the PPO iteration or the DAgger round."""
+        error = self._replay(module)
         self.scores[iteration] = error
         self.elapsed_s[iteration] = time.monotonic() - self._start
         if self.best is None or error < self.best[0]:
@@ -278,11 +282,7 @@ class _Selector:
         if self.best is None:
             raise RuntimeError("no candidate πΔ was scored to set the gains of")
         before, kept, _ = self.best
-        export_delta_model(module, self.scratch, self.meta)
-        errors = open_loop_errors(
-            self.dataset, profile=self.profile, delta_model=self.scratch, horizons_s=(self.delta.horizon_s,)
-        )
-        error = next(iter(errors.values()))["e_g_mpjpe_mm"]
+        error = self._replay(module)
         self.gains = {**gains, "error_mm": error, "kept": bool(error < before)}
         if error < before:
             self.best = (error, kept, self.scratch.read_bytes())

@@ -99,10 +99,14 @@ class DeltaModel:
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Δa (N, A) in normalized action units for observations (N, obs_dim)."""
         (out,) = self._session.run(None, {"obs": obs.astype(np.float32)})
-        clip = self.meta.action_clip
-        return expand_delta(
-            np.clip(out.astype(np.float64), -clip, clip), self._cols, len(self.meta.action_joints)
-        )
+        width = len(self.meta.action_joints)
+        return bounded_delta(out.astype(np.float64), self._cols, width, self.meta.action_clip)
+
+
+def bounded_delta(delta: np.ndarray, cols: np.ndarray, num_actions: int, bound: float) -> np.ndarray:
+    """What a πΔ file gives: Δa of the learned joints (N, k) clipped to ±``bound`` (``DeltaCfg.max_delta``,
+    the file's ``action_clip``), over every action joint (N, A)."""
+    return expand_delta(np.clip(delta, -bound, bound), cols, num_actions)
 
 
 class FrozenDelta:

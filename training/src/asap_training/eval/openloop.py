@@ -20,9 +20,9 @@ from asap_training.eval.metrics import ERROR_METRICS, tracking_metrics
 
 HORIZONS_S = (0.25, 0.5, 1.0)
 STRIDE_S = 0.25
-"""A replay window starts every this many seconds of a recording,"""
+"""A replay window starts every this many seconds of a recording (the scores' default)."""
 MAX_WINDOWS = 128
-"""and the windows are evenly thinned to at most this many (the scores' defaults)."""
+"""The windows are evenly thinned to at most this many (the scores' default)."""
 
 
 def replay_windows(
