@@ -18,7 +18,7 @@ demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, f
 demo-quick: setup  ## the same loop with small budgets (a few minutes)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
-GAPS ?= tired_ankles random:8001 random:8002 random:8003 random:8004 random:8005
+GAPS ?= tired_ankles random:9001 random:9002 random:9003 random:9004 random:9005
 gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
 
