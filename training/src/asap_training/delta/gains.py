@@ -35,7 +35,7 @@ import numpy as np
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_env import DeltaCfg
 from asap_training.envs.delta_model import bounded_delta
-from asap_training.eval.openloop import MAX_WINDOWS, STRIDE_S, replay_points, replay_windows
+from asap_training.eval.openloop import replay_points, scored_windows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,8 +88,7 @@ def calibrate_gains(
     start = time.monotonic()
     horizon_s, max_delta = delta.horizon_s, delta.max_delta
     steps = round(horizon_s / dataset.control_dt)
-    stride = max(1, round(STRIDE_S / dataset.control_dt))
-    ids, frames = replay_windows(dataset, steps + 1, stride, MAX_WINDOWS)
+    ids, frames = scored_windows(dataset, steps)
     trajectories = np.unique(ids)
     held = np.isin(ids, trajectories[1::2]) if len(trajectories) > 1 else frames > np.median(frames)
     k, num_actions = len(joints), len(dataset.action_joints)

@@ -42,6 +42,14 @@ def replay_windows(
     return np.asarray(ids)[keep], np.asarray(frames)[keep]
 
 
+def scored_windows(
+    dataset: RealDataset, steps: int, stride_s: float = STRIDE_S, max_windows: int = MAX_WINDOWS
+) -> tuple[np.ndarray, np.ndarray]:
+    """The windows :func:`open_loop_errors` replays for ``steps`` ticks: one every ``stride_s`` seconds
+    (at least every tick), evenly thinned to ``max_windows``; (trajectory ids, start frames)."""
+    return replay_windows(dataset, steps + 1, max(1, round(stride_s / dataset.control_dt)), max_windows)
+
+
 def open_loop_errors(
     dataset: RealDataset,
     *,
@@ -58,7 +66,7 @@ def open_loop_errors(
     """
     dt = dataset.control_dt
     steps = round(max(horizons_s) / dt)
-    ids, frames = replay_windows(dataset, steps + 1, max(1, round(stride_s / dt)), max_windows)
+    ids, frames = scored_windows(dataset, steps, stride_s, max_windows)
     model = DeltaModel(delta_model) if delta_model else None
     robot_w, ref_w = replay_points(
         dataset, ids, frames, steps, profile=profile, correction=model,
