@@ -19,7 +19,7 @@ from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg, delt
 from asap_training.envs.delta_model import DeltaModel, DeltaModelMeta, FrozenDelta, export_delta_model
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import EvalCfg, eval_env_cfg, rollout_twin
-from asap_training.eval.openloop import open_loop_errors
+from asap_training.eval.openloop import open_loop_errors, replay_points, scored_windows
 from asap_training.rl.finetune import FineTuneCfg, finetune_env_cfg
 
 SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
@@ -103,6 +103,34 @@ def test_a_recording_with_a_latency_replays_exactly_in_its_own_simulator(tmp_pat
     reported = recording.trajectories[0].joint_torque[frames + 1]
     np.testing.assert_allclose(env.state.joint_torque, reported, atol=1e-6)
     assert np.abs(reported).max() > 10.0
+
+
+def test_a_closed_form_correction_of_a_one_period_latency_replays_its_recording(tmp_path):
+    """A 20 ms latency holds each command for exactly one 20 ms period, so Δa = a_{t-1} - a_t (from πΔ's
+    own inputs) makes the nominal simulator apply what the late motors applied: every window replays to
+    round-off but the one at the trajectory's first frame (whose previous command was the HOLD's default
+    pose, not the first action πΔ's input shows there); through ``open_loop_errors(correction=...)``, half
+    of it is halfway."""
+    gap = tmp_path / "one_period.yaml"
+    gap.write_text("actuation_latency_ms: 20.0\n")
+    recording = _recording(str(gap))
+    cols = delta_obs_layout(len(recording.action_joints), DeltaCfg().action_history)
+
+    def late(share: float):
+        return lambda obs: share * (obs[:, cols["earlier_actions"]] - obs[:, cols["action"]])
+
+    ids, frames = scored_windows(recording, 50, max_windows=8)
+    later = frames > 0
+    robot, ref = replay_points(recording, ids[later], frames[later], 50, correction=late(1.0),
+                               action_history=DeltaCfg().action_history)  # fmt: skip
+    assert np.abs(robot - ref).max() < 1e-9
+
+    def error(**correction) -> float:
+        errors = open_loop_errors(recording, horizons_s=(1.0,), max_windows=8, **correction)
+        return errors["1"]["e_g_mpjpe_mm"]
+
+    none, half, exact = error(), error(correction=late(0.5)), error(correction=late(1.0))
+    assert exact < 0.1 * none < half < 0.75 * none
 
 
 def test_delta_env_starts_at_recorded_states_and_observes_the_recorded_action(nominal_recording):

@@ -55,6 +55,7 @@ def open_loop_errors(
     *,
     profile: str = "nominal",
     delta_model: Path | None = None,
+    correction: Callable[[np.ndarray], np.ndarray] | None = None,
     horizons_s: Sequence[float] = HORIZONS_S,
     stride_s: float = STRIDE_S,
     max_windows: int = MAX_WINDOWS,
@@ -62,15 +63,20 @@ def open_loop_errors(
 ) -> dict[str, dict[str, float]]:
     """Mean metrics over the windows for each horizon: ``{"0.25": {"e_g_mpjpe_mm": ...}, ...}``.
 
+    The correction: a πΔ file (``delta_model``), or ``correction``, Δa over every action joint from πΔ's
+    observations with ``DeltaCfg``'s default action history (a closed form to compare πΔ with).
     ``env_overrides`` replace fields of the delta env config (a baseline's simulator or profile).
     """
     dt = dataset.control_dt
     steps = round(max(horizons_s) / dt)
     ids, frames = scored_windows(dataset, steps, stride_s, max_windows)
-    model = DeltaModel(delta_model) if delta_model else None
+    history = DeltaCfg().action_history if correction else 0
+    if delta_model:
+        model = DeltaModel(delta_model)
+        correction, history = model, model.meta.action_history
     robot_w, ref_w = replay_points(
-        dataset, ids, frames, steps, profile=profile, correction=model,
-        action_history=model.meta.action_history if model else 0, env_overrides=env_overrides,
+        dataset, ids, frames, steps, profile=profile, correction=correction, action_history=history,
+        env_overrides=env_overrides,
     )  # fmt: skip
     result = {}
     for h in horizons_s:
