@@ -109,8 +109,8 @@ def test_a_closed_form_correction_of_a_one_period_latency_replays_its_recording(
     """A 20 ms latency holds each command for exactly one 20 ms period, so Δa = a_{t-1} - a_t (from πΔ's
     own inputs) makes the nominal simulator apply what the late motors applied: every window replays to
     round-off but the one at the trajectory's first frame (whose previous command was the HOLD's default
-    pose, not the first action πΔ's input shows there); through ``open_loop_errors(correction=...)``, half
-    of it is halfway."""
+    pose, not the first action πΔ's input shows there); through ``open_loop_errors(correction=...)``, it
+    removes nearly all of the error and half of it part."""
     gap = tmp_path / "one_period.yaml"
     gap.write_text("actuation_latency_ms: 20.0\n")
     recording = _recording(str(gap))

@@ -70,7 +70,9 @@ def open_loop_errors(
     dt = dataset.control_dt
     steps = round(max(horizons_s) / dt)
     ids, frames = scored_windows(dataset, steps, stride_s, max_windows)
-    history = DeltaCfg().action_history if correction else 0
+    if delta_model is not None and correction is not None:
+        raise ValueError("open_loop_errors: give a πΔ file (delta_model) or a correction, not both")
+    history = DeltaCfg().action_history if correction is not None else 0
     if delta_model:
         model = DeltaModel(delta_model)
         correction, history = model, model.meta.action_history
