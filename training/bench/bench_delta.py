@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from bench_env import env_step_per_s, raw_mj_step_per_s
 
 from asap_core.artifact import load_artifact
-from asap_training.data.dataset import RealDataset
+from asap_training.data.dataset import RealDataset, RealTrajectory
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.envs.delta_env import DeltaCfg, DeltaEnv, delta_env_cfg
 from asap_training.envs.tracking_env import TrackingEnv
@@ -31,11 +32,18 @@ from asap_training.parallel import use_threads
 SHIPPED = Path(__file__).resolve().parents[1] / "policies" / "arm_swing" / "policy.onnx"
 
 
-def recording(gap: str) -> RealDataset:
-    """The shipped policy on the twin core under ``gap``: the 'real' data."""
+def recording(gap: str, seeds: Sequence[int | None] = (None,), action_noise: float = 0.0) -> RealDataset:
+    """The shipped policy on the twin core under ``gap``: the 'real' data, one episode per twin noise
+    seed, with ``action_noise`` as the node's excitation (the demo's data episodes: 0.2)."""
     artifact = load_artifact(SHIPPED)
-    trajectory = rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), gap).trajectory
-    return RealDataset((trajectory,), 0.02, tuple(artifact.metadata.joint_names), artifact.sha256, 0)
+
+    def episode(seed: int | None) -> RealTrajectory | None:  # a fresh env each, as each episode starts anew
+        env = TrackingEnv(eval_env_cfg(artifact))
+        return rollout_twin(artifact, env, gap, seed=seed, action_noise=action_noise).trajectory
+
+    meta = artifact.metadata
+    return RealDataset(tuple(episode(seed) for seed in seeds), meta.control_dt, tuple(meta.joint_names),
+                       artifact.sha256, 0)  # fmt: skip
 
 
 def noisy_delta(env: TrackingEnv) -> torch.Tensor:

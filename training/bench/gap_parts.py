@@ -32,15 +32,13 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from bench_delta import SHIPPED
+from bench_delta import SHIPPED, recording
 
-from asap_core.artifact import PolicyArtifact, PolicyMetadata, load_artifact
+from asap_core.artifact import PolicyMetadata, load_artifact
 from asap_sim.motor import latency_steps
 from asap_sim.profiles import RANDOM_PREFIX, random_profile_dict
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_env import DeltaCfg, delta_env_cfg, delta_obs_layout
-from asap_training.envs.tracking_env import TrackingEnv
-from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
 from asap_training.parallel import use_threads
 
@@ -49,15 +47,6 @@ PARTS = ("torque_scale", "joint_friction", "joint_damping", "armature", "link_ma
 """The gap's dynamics; its sensor noise is in the recordings and in no replay."""
 JOINT_LEVEL = ("torque_scale", "joint_damping", "actuation_latency_ms")
 """The parts :func:`joint_level_correction` corrects."""
-
-
-def excitation_episodes(artifact: PolicyArtifact, gap: str, episodes: int) -> RealDataset:
-    """The demo's data episodes, on the twin core."""
-    runs = [rollout_twin(artifact, TrackingEnv(eval_env_cfg(artifact)), gap, seed=1 + i, action_noise=0.2)
-            for i in range(episodes)]  # fmt: skip
-    meta = artifact.metadata
-    return RealDataset(tuple(r.trajectory for r in runs), meta.control_dt, tuple(meta.joint_names),
-                       artifact.sha256, 0)  # fmt: skip
 
 
 def joint_level_correction(
@@ -78,8 +67,9 @@ def joint_level_correction(
     kp, kd, sigma = meta.array("kp"), meta.array("kd"), meta.array("action_scale")
     sim = delta_env_cfg(dataset, num_envs=1)
     delayed = min(latency_steps(gap["actuation_latency_ms"], sim.physics_dt) / sim.decimation, 1.0)
-    cols = delta_obs_layout(len(joints), DeltaCfg().action_history)
-    dof_vel_scale = DeltaCfg().obs_scales["dof_vel"]
+    delta = DeltaCfg()
+    cols = delta_obs_layout(len(joints), delta.action_history)
+    dof_vel_scale = delta.obs_scales["dof_vel"]
 
     def correction(obs: np.ndarray) -> np.ndarray:
         a, previous = obs[:, cols["action"]], obs[:, cols["earlier_actions"]][:, : len(joints)]
@@ -98,9 +88,8 @@ def main() -> None:
     args = p.parse_args()
     use_threads(0)
     gap = random_profile_dict(int(args.gap.removeprefix(RANDOM_PREFIX)))
-    artifact = load_artifact(SHIPPED)
-    dataset = excitation_episodes(artifact, args.gap, args.episodes)
-    closed_form = joint_level_correction(gap, artifact.metadata, dataset)
+    dataset = recording(args.gap, seeds=range(1, args.episodes + 1), action_noise=0.2)  # the demo's
+    closed_form = joint_level_correction(gap, load_artifact(SHIPPED).metadata, dataset)
     with tempfile.TemporaryDirectory(prefix="gap_parts_") as scratch:
 
         def error(parts: list[str], correction: Callable[[np.ndarray], np.ndarray] | None = None) -> float:
@@ -130,6 +119,7 @@ def report(
     print(f"joint-level correction in closed form (latency, weak motors, damping) in the nominal simulator: "
           f"{joint_level:.1f} mm ({joint_level / none - 1:+.0%}); in one with the gap's other parts "
           f"{beside:.1f} mm (the floor {floor:.1f}: how close the closed form comes to exact)")  # fmt: skip
+
 
 if __name__ == "__main__":
     main()
