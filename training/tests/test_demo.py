@@ -1,9 +1,9 @@
 """``asap-demo`` end to end on a tiny budget: two ASAP rounds on a random gap, through the real graph,
-πΔ correcting the simulator SysID identified from the first round's data.
+πΔ correcting the simulator SysID identified from the first round's data (the default ``--delta-base``).
 
 Every step runs for real (runner-started lock-step graphs over DDS, MCAP bags, ingest, πΔ warm start +
 PPO, fine-tuning, LoadPolicy pushes, the report), with budgets far too small to learn anything: the test
-proves the plumbing of ``--rounds``, ``--delta-base sysid`` and ``--gap random:<seed>``, not the method
+proves the plumbing of ``--rounds``, the SysID base and ``--gap random:<seed>``, not the method
 (README: demo results).
 """
 
@@ -32,7 +32,7 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
         "--delta-joints", "auto", "--threads", "1",
         "--finetune-min-gain=-inf",  # whatever πΔ this budget fits: the test is of the rounds' plumbing
         "--delta-search-ticks", "1", "--delta-visited-rounds", "0",  # the quickest warm start
-        "--delta-base", "sysid", "--sysid-evaluations", "3",
+        "--sysid-evaluations", "3",
     ])  # fmt: skip
     assert yaml.safe_load((out / "gap.yaml").read_text()) == random_profile_dict(3)
     first, merged = RealDataset.load(out / "dataset.npz"), RealDataset.load(out / "dataset_r2.npz")
