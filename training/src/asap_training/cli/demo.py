@@ -499,8 +499,8 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
     profile ``base`` and fine-tune ``parent`` in that simulator with πΔ frozen."""
     fit = (f"{cfg.delta_visited_rounds} DAgger rounds" if cfg.delta_model == "joint_linear"
            else f"warm start + {cfg.delta_iterations} PPO iterations")  # fmt: skip
-    simulator = "nominal" if base == "nominal" else f"SysID's ({base})"
-    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints}) on the {simulator} simulator")
+    simulator = "the nominal simulator" if base == "nominal" else f"SysID's simulator ({base})"
+    step(4, f"fitting πΔ ({cfg.delta_model}, {fit}, joints {cfg.delta_joints}) on {simulator}")
     delta_dir = cfg.out / f"delta{tag}"
     delta = DeltaCfg(joints=cfg.delta_joints)
     delta_path, _ = train_delta(dataset, delta_dir, delta_train_cfg(cfg, base), delta=delta)
