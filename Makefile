@@ -18,7 +18,7 @@ demo: setup  ## the main job: the whole ASAP loop on the twin (record, ingest, f
 demo-quick: setup  ## the same loop with small budgets (15-20 min on 2 cores)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/demo-quick $(DEMO_ARGS)
 
-GAPS ?= tired_ankles random:11001 random:11002 random:11003 random:11004 random:11005
+GAPS ?= tired_ankles random:11002 random:11003 random:11004 random:11005 random:11006
 gaps: setup  ## ASAP vs Vanilla, SysID, DR, DeltaDynamics on the shipped gap + 5 held-out random gaps (quick budgets; hours)
 	@$(ENV) python -m asap_training.cli.demo --quick --out runs/gaps --baselines sysid dr deltadyn --suite $(GAPS) $(DEMO_ARGS)
 
