@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench_delta import recording
 
 from asap_sim.profiles import RANDOM_PREFIX
-from asap_training.baselines.sysid import SysidCfg, identify
-from asap_training.cli.demo import DELTA_BASES, DemoCfg, delta_train_cfg
+from asap_training.cli.demo import DELTA_BASES, DemoCfg, delta_train_cfg, identify_sysid
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import train_delta
 from asap_training.envs.delta_env import DeltaCfg
@@ -52,8 +52,7 @@ def measure(gap: str, out: Path, cfg: DemoCfg, bases: list[str]) -> dict[str, fl
     profiles = {"nominal": "nominal"}
     if "sysid" in bases:
         t0 = time.monotonic()
-        identified = out / "sysid" / "identified.yaml"
-        identify(dataset, identified, SysidCfg(max_evaluations=cfg.sysid_evaluations), progress=False)
+        identified = identify_sysid(replace(cfg, out=out), dataset)  # the demo's, into out/sysid/
         profiles["sysid"] = str(identified)
         row |= {"SysID": one_second(dataset, profile=str(identified)), "SysID_s": time.monotonic() - t0}
         print(f"{gap}: SysID {row['SysID']:.1f} mm in {row['SysID_s']:.0f} s", flush=True)

@@ -37,6 +37,7 @@ from bench_delta import SHIPPED, recording
 from asap_core.artifact import PolicyMetadata, load_artifact
 from asap_sim.motor import latency_steps
 from asap_sim.profiles import RANDOM_PREFIX, random_profile_dict
+from asap_training.cli.demo import DemoCfg
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_env import DeltaCfg, delta_env_cfg, delta_obs_layout
 from asap_training.eval.openloop import open_loop_errors
@@ -88,7 +89,7 @@ def main() -> None:
     args = p.parse_args()
     use_threads(0)
     gap = random_profile_dict(int(args.gap.removeprefix(RANDOM_PREFIX)))
-    dataset = recording(args.gap, seeds=range(1, args.episodes + 1), action_noise=0.2)  # the demo's
+    dataset = recording(args.gap, seeds=range(1, args.episodes + 1), action_noise=DemoCfg().excitation)
     closed_form = joint_level_correction(gap, load_artifact(SHIPPED).metadata, dataset)
     with tempfile.TemporaryDirectory(prefix="gap_parts_") as scratch:
 
