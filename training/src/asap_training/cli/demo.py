@@ -9,7 +9,8 @@
    with PPO) in open-loop replays, open-loop replay errors;
 5. fine-tune the policy in the simulator πΔ corrects (``--delta-base``: the one SysID identifies from the
    same data, or the nominal one) with the frozen πΔ in its action path (+ baselines),
-   unless πΔ replays the data no better than no correction: then the policy is kept (``--finetune-min-gain``);
+   unless πΔ replays the data no better than that simulator alone: then the policy is kept
+   (``--finetune-min-gain``);
 6. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
    record the evaluation episodes again (same twin noise seeds as the Vanilla ones);
 7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
