@@ -3,8 +3,10 @@
 A profile is a YAML file of the keys in :data:`KEYS` (every key optional). Per-joint keys take a
 number (every joint) or a mapping ``{regex: number}`` matched with ``re.fullmatch`` against the
 joint names of :data:`asap_core.g1.MOTOR_ORDER`; later patterns override earlier ones, so write
-the general pattern first. ``link_mass_scale`` maps body-name patterns the same way; bodies are
-resolved by the model builder (:func:`asap_sim.model.build_model`), which knows the body names.
+the general pattern first (a pattern that a later, more general one overrides with another value is
+refused: a YAML dump that sorts keys puts ``.*`` last). ``link_mass_scale`` maps body-name patterns
+the same way; bodies are resolved by the model builder (:func:`asap_sim.model.build_model`), which
+knows the body names.
 
 ``nominal.yaml`` is what training assumes; the other shipped files name one gap each. Unknown
 keys, patterns that match nothing and out-of-range values raise :class:`ProfileError` naming the
@@ -230,12 +232,25 @@ def _per_joint(key: str, spec: _Key, value: Any) -> np.ndarray:
     out = _joint_defaults(spec)
     if value is None:
         return out
-    for pattern, v in _patterns(key, value, default_pattern=".*"):
+    patterns = _patterns(key, value, default_pattern=".*")
+    setter, written = np.full(len(out), -1), []
+    for i, (pattern, v) in enumerate(patterns):
         hits = match_names(pattern, g1.MOTOR_ORDER)
         if not hits:
             raise ProfileError(f"{key}: pattern {pattern!r} matches no G1 joint; joints: "
                                f"{list(g1.MOTOR_ORDER)}")
         out[hits] = _number(f"{key}[{pattern!r}]", spec, v)
+        setter[hits] = i
+        written.append((pattern, hits, out[hits[0]]))
+    # a pattern that a later, more general one overrides with another value sets nothing: the general
+    # pattern written after the specific ones (as a YAML dump that sorts keys leaves them); specific
+    # patterns that together replace an earlier general one are an override (SysID's identified values)
+    for i, (pattern, hits, v) in enumerate(written):
+        wider = [p for p, h, _ in written[i + 1 :] if set(hits) < set(h)]
+        if wider and not np.any(setter[hits] == i) and np.any(out[hits] != v):
+            raise ProfileError(f"{key}: pattern {pattern!r} sets nothing, the later, more general {wider} "
+                               f"override it; later patterns win, so write the general one first "
+                               f"(yaml.safe_dump sorts keys unless given sort_keys=False)")  # fmt: skip
     return out
 
 

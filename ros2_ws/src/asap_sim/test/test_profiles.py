@@ -50,6 +50,25 @@ def test_later_patterns_override_earlier_ones() -> None:
     assert np.count_nonzero(p.torque_scale == 0.9) == g1.NUM_MOTORS - 4
 
 
+def test_a_pattern_that_later_ones_override_everywhere_is_refused() -> None:
+    """The same keys in sorted order (as ``yaml.safe_dump`` writes them by default): the general pattern
+    last would undo the specific one in silence; refused, naming both. Overridden with its own value,
+    partly, or by narrower patterns that together cover it (SysID's identified families over a base
+    profile's pattern), a pattern still means what it says."""
+    specific_first = {"(left|right)_knee_joint": 0.5, ".*": 1.0}
+    refused = r"kp_scale: pattern '\(left\|right\)_knee_joint' sets nothing, the later, more general "
+    with pytest.raises(ProfileError, match=refused + r"\['\.\*'\] override it.*sort_keys=False"):
+        profile_from_dict({"kp_scale": specific_first}, name="sorted")
+    same = profile_from_dict({"kp_scale": {".*_knee_joint": 1.0, ".*": 1.0}}, name="same")
+    assert same.kp_scale.tolist() == [1.0] * g1.NUM_MOTORS
+    partly = profile_from_dict({"kp_scale": {".*_ankle_.*": 0.5, ".*_ankle_roll_joint": 0.8}}, name="partly")
+    assert sorted(partly.kp_scale[ANKLES].tolist()) == [0.5, 0.5, 0.8, 0.8]
+    families = {".*_ankle_.*": 0.5, "(left|right)_ankle_pitch_joint": 0.7,
+                "(left|right)_ankle_roll_joint": 0.9}
+    covered = profile_from_dict({"torque_scale": families}, name="identified")
+    assert sorted(covered.torque_scale[ANKLES].tolist()) == [0.7, 0.7, 0.9, 0.9]
+
+
 def test_weak_ankles_weakens_only_ankles() -> None:
     p = load_profile("weak_ankles")
     assert p.torque_scale[ANKLES].tolist() == [0.5] * 4

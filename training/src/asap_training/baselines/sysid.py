@@ -50,8 +50,9 @@ import numpy as np
 import yaml
 from tqdm import tqdm
 
+from asap_core import g1
 from asap_sim.model import BASE_BODY
-from asap_sim.profiles import load_profile
+from asap_sim.profiles import load_profile, match_names
 from asap_training.data.dataset import RealDataset
 from asap_training.eval.metrics import ERROR_METRICS
 from asap_training.eval.openloop import HORIZONS_S, open_loop_errors
@@ -172,7 +173,8 @@ def parameter_space(
 
 def profile_dict(params: Sequence[Param], values: np.ndarray, base: dict, description: str = "") -> dict:
     """The base profile's keys with the identified ones merged in (per-joint / per-body keys: the base's
-    patterns first, the identified ones after them, so they win where both match)."""
+    patterns first, the identified ones after them, so they win where both match; a base joint pattern
+    they cover entirely is dropped, as a profile refuses one that a later, wider pattern overrides)."""
     out = dict(base)
     per_key: dict[str, dict] = {}
     com = list(base.get("base_com_offset", [0.0, 0.0, 0.0]))
@@ -187,6 +189,9 @@ def profile_dict(params: Sequence[Param], values: np.ndarray, base: dict, descri
     for key, patterns in per_key.items():
         prior = base.get(key)
         prior = {} if prior is None else prior if isinstance(prior, dict) else {".*": prior}
+        if key != "link_mass_scale":  # a base pattern whose joints are all identified now sets nothing
+            identified = {i for pattern in patterns for i in match_names(pattern, g1.MOTOR_ORDER)}
+            prior = {p: v for p, v in prior.items() if not set(match_names(p, g1.MOTOR_ORDER)) <= identified}
         out[key] = {**prior, **patterns}
     if description:
         out["description"] = description
