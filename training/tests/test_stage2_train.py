@@ -17,7 +17,7 @@ from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
 from asap_training.cli import finetune as finetune_cli
-from asap_training.cli.demo import DemoCfg, fit_and_fine_tune, keep_reason
+from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, keep_reason
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import (
@@ -228,6 +228,16 @@ def test_critic_warmup_keeps_the_warm_start_and_the_best_delta_is_exported(weak_
     exported = open_loop_errors(ds, delta_model=path, horizons_s=(1.0,))["1"]["e_g_mpjpe_mm"]
     assert exported == pytest.approx(selection["chosen_error_mm"], rel=1e-9)
     assert DeltaModel(path).sha256 == sha and not (run / "candidate.onnx").exists()
+
+
+def test_the_demo_matches_reported_torques_only_on_the_nominal_simulator() -> None:
+    """SysID's gains emulate what the motors do not report, so the demo's targets on SysID's simulator
+    match motion only unless told otherwise; on the nominal one they weigh the torques."""
+    identified = "runs/demo/sysid/identified.yaml"
+    assert delta_train_cfg(DemoCfg(), "nominal").warm_start.torque_weight == WarmStartCfg.torque_weight > 0
+    assert delta_train_cfg(DemoCfg(), identified).warm_start.torque_weight == 0.0
+    for base in ("nominal", identified):
+        assert delta_train_cfg(DemoCfg(delta_torque_weight=0.05), base).warm_start.torque_weight == 0.05
 
 
 def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ankle_recording, tmp_path):
