@@ -158,7 +158,7 @@ class DemoCfg:
     not, and targets that match both match neither. On the tuning gaps random:10001 and 10005 (1 s open
     loop, 4 episodes, πΔ on SysID's simulator; none 20.2 and 25.8 mm, SysID alone 13.3 and 15.7) the fit
     with the torques gave 11.9 and 15.7 mm, its DAgger rounds replaying worse than the first fit on 10005;
-    without them 9.9 and 14.0, each round better than the one before."""
+    without them 9.9 and 14.0 (on 10001 each round at least as good as the one before)."""
     delta_gain_iterations: int = GainCalibrationCfg.iterations
     """Iterations of the search for πΔ's per-joint gains on its open-loop replays (``joint_linear``;
     ``GainCalibrationCfg``, why: ``asap_training.delta.gains``; 0: gains 1)."""
