@@ -239,9 +239,9 @@ def _per_joint(key: str, spec: _Key, value: Any) -> np.ndarray:
         if not hits:
             raise ProfileError(f"{key}: pattern {pattern!r} matches no G1 joint; joints: "
                                f"{list(g1.MOTOR_ORDER)}")
-        out[hits] = _number(f"{key}[{pattern!r}]", spec, v)
-        setter[hits] = i
-        written.append((pattern, hits, out[hits[0]]))
+        number = _number(f"{key}[{pattern!r}]", spec, v)
+        out[hits], setter[hits] = number, i
+        written.append((pattern, hits, number))
     # a pattern that a later, more general one overrides with another value sets nothing: the general
     # pattern written after the specific ones (as a YAML dump that sorts keys leaves them); specific
     # patterns that together replace an earlier general one are an override (SysID's identified values)
