@@ -28,7 +28,7 @@ import mujoco
 import numpy as np
 
 from asap_core import g1
-from asap_sim.profiles import DynamicsProfile, match_names, nominal_profile
+from asap_sim.profiles import DynamicsProfile, assign_patterns, match_names, nominal_profile
 
 MJCF_ENV = "ASAP_G1_MJCF"
 """Environment variable that overrides the G1 MJCF path."""
@@ -160,12 +160,13 @@ def _apply_joint_dynamics(spec: mujoco.MjSpec, profile: DynamicsProfile) -> None
 def _apply_masses(spec: mujoco.MjSpec, profile: DynamicsProfile) -> None:
     bodies = [b for b in spec.bodies if b.name != "world"]
     names = [b.name for b in bodies]
-    scale = np.ones(len(bodies))
+    assignments = []
     for pattern, value in profile.link_mass_scale:
         hits = match_names(pattern, names)
         if not hits:
             raise ModelError(f"link_mass_scale: pattern {pattern!r} matches no G1 body; bodies: {names}")
-        scale[hits] = value
+        assignments.append((pattern, hits, value))
+    scale = assign_patterns("link_mass_scale", np.ones(len(bodies)), assignments)
     for body, s in zip(bodies, scale, strict=True):
         body.mass *= s
         body.inertia = body.inertia * s

@@ -229,24 +229,31 @@ def _joint_defaults(spec: _Key) -> np.ndarray:
 
 
 def _per_joint(key: str, spec: _Key, value: Any) -> np.ndarray:
-    out = _joint_defaults(spec)
     if value is None:
-        return out
-    patterns = _patterns(key, value, default_pattern=".*")
-    setter, written = np.full(len(out), -1), []
-    for i, (pattern, v) in enumerate(patterns):
+        return _joint_defaults(spec)
+    assignments = []
+    for pattern, v in _patterns(key, value, default_pattern=".*"):
         hits = match_names(pattern, g1.MOTOR_ORDER)
         if not hits:
             raise ProfileError(f"{key}: pattern {pattern!r} matches no G1 joint; joints: "
                                f"{list(g1.MOTOR_ORDER)}")
-        number = _number(f"{key}[{pattern!r}]", spec, v)
-        out[hits], setter[hits] = number, i
-        written.append((pattern, hits, number))
-    # a pattern that a later, more general one overrides with another value sets nothing: the general
-    # pattern written after the specific ones (as a YAML dump that sorts keys leaves them); specific
-    # patterns that together replace an earlier general one are an override (SysID's identified values)
-    for i, (pattern, hits, v) in enumerate(written):
-        wider = [p for p, h, _ in written[i + 1 :] if set(hits) < set(h)]
+        assignments.append((pattern, hits, _number(f"{key}[{pattern!r}]", spec, v)))
+    return assign_patterns(key, _joint_defaults(spec), assignments)
+
+
+def assign_patterns(key: str, out: np.ndarray, assignments: list[tuple[str, list[int], float]]) -> np.ndarray:
+    """Write each ``(pattern, indices, value)`` into ``out`` in order (later patterns win).
+
+    A pattern that a later, more general one overrides with another value sets nothing: the general
+    pattern written after the specific ones (as a YAML dump that sorts keys leaves them) is refused with
+    :class:`ProfileError`; specific patterns that together replace an earlier general one are an override
+    (SysID's identified values) and stay allowed.
+    """
+    setter = np.full(len(out), -1)
+    for i, (_, hits, v) in enumerate(assignments):
+        out[hits], setter[hits] = v, i
+    for i, (pattern, hits, v) in enumerate(assignments):
+        wider = [p for p, h, _ in assignments[i + 1 :] if set(hits) < set(h)]
         if wider and not np.any(setter[hits] == i) and np.any(out[hits] != v):
             raise ProfileError(f"{key}: pattern {pattern!r} sets nothing, the later, more general {wider} "
                                f"override it; later patterns win, so write the general one first "

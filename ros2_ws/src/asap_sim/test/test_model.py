@@ -11,7 +11,7 @@ import pytest
 from asap_core import g1
 from asap_sim.model import FEET, FLOOR, SENSORS, G1Indices, ModelError, build_model, standing_base_height
 from asap_sim.motor import EFFORT_LIMIT, MotorCommand, MotorParams, drive_ctrl, pd_torque
-from asap_sim.profiles import load_profile, profile_from_dict
+from asap_sim.profiles import ProfileError, load_profile, profile_from_dict
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +72,19 @@ def test_heavy_torso_is_heavier(nominal: mujoco.MjModel) -> None:
 def test_mass_pattern_must_match_a_body() -> None:
     with pytest.raises(ModelError, match="'torso' matches no G1 body"):
         build_model(profile_from_dict({"link_mass_scale": {"torso": 2.0}}, name="t"))
+
+
+def test_mass_patterns_in_key_order_refuse_a_general_pattern_written_last(nominal: mujoco.MjModel) -> None:
+    # sorted keys put ".*_link" after "torso_link": the torso's own scale would silently set nothing
+    shadowed = {"torso_link": 1.5, ".*_link": 1.1}
+    refused = r"link_mass_scale: pattern 'torso_link' sets nothing.*'\.\*_link'"
+    with pytest.raises(ProfileError, match=refused):
+        build_model(profile_from_dict({"link_mass_scale": shadowed}, name="t"))
+    general_first = build_model(profile_from_dict({"link_mass_scale": {".*_link": 1.1, "torso_link": 1.5}},
+                                                  name="t"))
+    torso, pelvis = nominal.body("torso_link"), nominal.body("pelvis")
+    assert general_first.body("torso_link").mass[0] == pytest.approx(1.5 * torso.mass[0])
+    assert general_first.body("pelvis").mass[0] == pytest.approx(pelvis.mass[0])  # "pelvis" is no "_link"
 
 
 def test_standing_height_puts_the_feet_on_the_floor(nominal: mujoco.MjModel) -> None:
