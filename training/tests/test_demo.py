@@ -3,8 +3,8 @@
 
 Every step runs for real (runner-started lock-step graphs over DDS, MCAP bags, ingest, πΔ warm start +
 PPO, fine-tuning, LoadPolicy pushes, the report), with budgets far too small to learn anything: the test
-proves the plumbing of ``--rounds``, the SysID base and ``--gap random:<seed>``, not the method
-(README: demo results).
+proves the plumbing of ``--rounds``, the SysID base, the oracle baseline and ``--gap random:<seed>``, not
+the method (README: demo results).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from asap_sim.profiles import random_profile_dict
 from asap_training.cli.demo import main
 from asap_training.data.dataset import RealDataset
 from asap_training.envs.delta_model import DeltaModel
+from asap_training.eval.suite import ORACLE
 from asap_training.rl.train import read_params
 
 pytestmark = [pytest.mark.graph, pytest.mark.slow]
@@ -32,7 +33,7 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
         "--delta-joints", "auto", "--threads", "1",
         "--finetune-min-gain=-inf",  # whatever πΔ this budget fits: the test is of the rounds' plumbing
         "--delta-search-ticks", "1", "--delta-visited-rounds", "0",  # the quickest warm start
-        "--sysid-evaluations", "3",
+        "--sysid-evaluations", "3", "--baselines", "oracle",
     ])  # fmt: skip
     assert yaml.safe_load((out / "gap.yaml").read_text()) == random_profile_dict(3)
     first, merged = RealDataset.load(out / "dataset.npz"), RealDataset.load(out / "dataset_r2.npz")
@@ -56,6 +57,10 @@ def test_two_rounds_on_a_random_gap(tmp_path) -> None:
     for tag in ("", "_r2"):
         assert DeltaModel(out / f"delta{tag}" / "delta.onnx").meta.profile == identified
         assert read_params(out / f"finetune_asap{tag}")[0].profile == identified
+    # the oracle fine-tuned in the twin's gap itself, a row of its own that ASAP is not ranked against
+    assert read_params(out / "finetune_oracle")[0].profile == "random:3"
+    assert ORACLE in report["closed_loop"] and ORACLE in twin
+    assert (out / "policy_oracle.onnx").is_file()
     # each fine-tuning scored its parent and its one update, and exported the better one
     for run in ("finetune_asap", "finetune_asap_r2"):
         selection = json.loads((out / run / "selection.json").read_text())

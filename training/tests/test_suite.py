@@ -11,6 +11,7 @@ from asap_training.eval.suite import (
     OPEN_LOOP_DELTA,
     OPEN_LOOP_FLOOR,
     OPEN_LOOP_NONE,
+    ORACLE,
     SYSID,
     VANILLA,
     suite_summary,
@@ -42,6 +43,8 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     twin = {"success_rate": 0.9, "e_g_mpjpe_mm": 52.25, "e_g_mpjpe_mm_std": 1.5, "runs": 10}
     reports["a"]["closed_loop_twin"] = {ASAP: twin}  # b and c ran without the twin-core cross-check
     reports["b"]["config"] = {"delta_base": "sysid"}  # πΔ corrected SysID's simulator there
+    # a alone ran the oracle (fine-tuned in the gap itself): lower than ASAP, yet not a method to beat
+    reports["a"]["closed_loop"][ORACLE] = {"success_rate": 1.0, "e_g_mpjpe_mm": 40.0, "runs": 3}
     s = suite_summary(reports)
     a, b = s["runs"]["a"], s["runs"]["b"]
     assert a["open_loop_change"] == pytest.approx(-0.6)  # the longest horizon ("1"), not "0.5"
@@ -50,15 +53,20 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert a["asap_below_vanilla"] and a["asap_success_at_least_vanilla"] and a["asap_lowest_fine_tuned"]
     assert not b["asap_below_vanilla"] and not b["asap_success_at_least_vanilla"]
     assert not b["asap_lowest_fine_tuned"]
+    # of the oracle's 110 mm gain over Vanilla (150 -> 40), ASAP kept 100 and SysID 90
+    assert a["share_of_oracle"] == pytest.approx({ASAP: 100 / 110, SYSID: 90 / 110})
+    assert b["share_of_oracle"] == {}
     assert s["runs"]["c"]["asap_kept_policy"] and not a["asap_kept_policy"] and not b["asap_kept_policy"]
     asap = s["overall"][ASAP]
     mean, std = asap["e_g_mpjpe_mm_mean"], asap["e_g_mpjpe_mm_std"]
     assert (mean, std) == pytest.approx((220 / 3, (2600 / 9) ** 0.5))  # of 50, 90, 80 (population std)
     assert asap["success_rate_mean"] == pytest.approx(8 / 9) and asap["episodes_per_gap"] == [3]
     table = suite_table(s)
-    assert "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100.0 → 40.0 (-60%) | 20.0, 75% |" in table
-    assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 | 50.0 → 45.0 (-10%) on SysID |  |" in table
-    assert "| c | 100% / 80.0 | 100% / 80.0 (kept) | 100% / 70.0 | 50.0 → 60.0 (+20%) |  |" in table
+    row_a = "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100% / 40.0 | 100.0 → 40.0 (-60%) | 20.0, 75% |"
+    assert row_a in table
+    assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 |  | 50.0 → 45.0 (-10%) on SysID |  |" in table
+    assert "| c | 100% / 80.0 | 100% / 80.0 (kept) | 100% / 70.0 |  | 50.0 → 60.0 (+20%) |  |" in table
+    assert "(Vanilla − Oracle) in E_g-mpjpe: a: ASAP 91%, SysID 82%." in table
     assert "lowest of the fine-tuned methods on 1/3" in table and "below Vanilla on 1/3" in table
     assert "shipped policy was kept (1/3 gaps)" in table
     assert "| Gap, twin core | " in table and "| a |  | 90% / 52.2 ± 1.5 |  |" in table

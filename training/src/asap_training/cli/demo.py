@@ -62,6 +62,7 @@ from asap_training.eval.suite import (
     OPEN_LOOP_DELTA,
     OPEN_LOOP_FLOOR,
     OPEN_LOOP_NONE,
+    ORACLE,
     SYSID,
     VANILLA,
     write_suite,
@@ -75,8 +76,9 @@ if TYPE_CHECKING:  # the graph client's types only: its module imports rclpy (se
 GRAPH_ATTEMPTS = 3
 """Fresh graphs tried per episode before the demo gives up."""
 
-BASELINES = ("sysid", "dr", "deltadyn")
-"""Fine-tuning baselines of the paper (§4.7) the demo can add; Vanilla (no fine-tuning) is always there."""
+BASELINES = ("sysid", "dr", "deltadyn", "oracle")
+"""Fine-tuning baselines of the paper (§4.7) the demo can add, and the sim-to-sim oracle (fine-tuned in
+the twin's gap itself: the reachable gain); Vanilla (no fine-tuning) is always there."""
 
 DELTA_BASES = ("nominal", "sysid")
 """Simulators πΔ can correct (``DemoCfg.delta_base``)."""
@@ -178,7 +180,9 @@ class DemoCfg:
     """Parallel envs of the πΔ PPO fit (``mlp``)."""
     baselines: tuple[str, ...] = ()
     """Extra fine-tuning baselines for the table (:data:`BASELINES`): ``sysid`` (identified physics),
-    ``dr`` (Table VI randomization), ``deltadyn`` (learned residual dynamics)."""
+    ``dr`` (Table VI randomization), ``deltadyn`` (learned residual dynamics); and ``oracle``, fine-tuned
+    in the twin's gap itself (sim-to-sim only: how much of the reachable closed-loop gain each correction
+    kept; not counted among the methods ASAP must beat)."""
     sysid_evaluations: int = 150
     """Open-loop replays the SysID search may use."""
     init_noise: float = 0.0
@@ -598,6 +602,9 @@ def run_baselines(
             assert identified is not None  # identified in run() whenever the baseline is asked for
             fine_tune(cfg.parent, FineTuneCfg(profile=str(identified), **common), run_dir, out)
             artifacts[SYSID] = out
+        elif name == "oracle":  # the twin's gap itself: what a perfect correction would give
+            fine_tune(cfg.parent, FineTuneCfg(profile=cfg.gap, **common), run_dir, out)
+            artifacts[ORACLE] = out
         elif name == "deltadyn":
             model, _ = train_delta_dynamics(dataset, DeltaDynCfg())
             path = cfg.out / "deltadyn" / "model.pt"

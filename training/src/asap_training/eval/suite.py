@@ -20,6 +20,11 @@ DELTADYN = "DeltaDynamics (fine-tuned)"
 FINE_TUNED = (ASAP, SYSID, DR, DELTADYN)
 """The corrections the paper compares (§4.7); Vanilla is the policy before any. The demo's report rows
 carry these names, so the suite reads what the demo wrote."""
+ORACLE = "Oracle (fine-tuned in the gap itself)"
+"""Sim-to-sim only: the policy fine-tuned in the twin's own gap with the others' budget, what a
+perfect correction would give in closed loop (the counterpart of :data:`OPEN_LOOP_FLOOR`). Not a method (on
+a robot the gap is what nobody knows), so not among :data:`FINE_TUNED`: a reference for how much of the
+reachable gain each correction kept."""
 OPEN_LOOP_NONE = "Vanilla (no correction)"
 OPEN_LOOP_DELTA = "ASAP (πΔ)"
 """Open-loop rows of a demo report: replays without and with πΔ."""
@@ -47,6 +52,16 @@ def closable_share(without: float, with_delta: float, floor: float | None) -> fl
     return (without - with_delta) / (without - floor)
 
 
+def oracle_share(closed: Mapping[str, Mapping], method: str = ASAP) -> float | None:
+    """The share of the oracle's closed-loop gain over Vanilla (E_g-mpjpe) that ``method`` reached; None
+    without an oracle row or where fine-tuning in the gap itself gained nothing."""
+    if ORACLE not in closed or method not in closed:
+        return None
+    vanilla = closed[VANILLA]["e_g_mpjpe_mm"]
+    gain = vanilla - closed[ORACLE]["e_g_mpjpe_mm"]
+    return None if gain <= 0.0 else (vanilla - closed[method]["e_g_mpjpe_mm"]) / gain
+
+
 def suite_summary(reports: Mapping[str, Mapping]) -> dict:
     """Per run and overall: closed-loop success and E_g-mpjpe of every method, open-loop change with πΔ,
     whether ASAP beat Vanilla and was the lowest of the fine-tuned methods."""
@@ -68,6 +83,7 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "asap_below_vanilla": closed[ASAP]["e_g_mpjpe_mm"] < closed[VANILLA]["e_g_mpjpe_mm"],
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
             "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
+            "share_of_oracle": {m: oracle_share(closed, m) for m in tuned if ORACLE in closed},
             "asap_kept_policy": bool(report.get("asap_kept_policy")),
             # the same policies on the twin core over more noise seeds (reports that have them)
             "closed_loop_twin": report.get("closed_loop_twin", {}),
@@ -127,7 +143,21 @@ def suite_table(summary: Mapping) -> str:
         "ASAP's simulator: πΔ on the nominal one, or (on SysID) on the one SysID identified from the run's "
         "data, where the change includes SysID's share.",
     ]
-    return "\n".join(lines + _twin_lines(runs, methods))
+    return "\n".join(lines + _oracle_lines(runs) + _twin_lines(runs, methods))
+
+
+def _oracle_lines(runs: Mapping) -> list[str]:
+    """Each correction's share of the oracle's closed-loop gain, for the runs with an oracle row that
+    gained over Vanilla."""
+    per_run = []
+    for label, r in runs.items():
+        shares = [f"{m.split(' (')[0]} {v:.0%}" for m, v in r["share_of_oracle"].items() if v is not None]
+        if shares:
+            per_run.append(f"{label}: {', '.join(shares)}")
+    if not per_run:
+        return []
+    return ["", "Share of the oracle's gain over Vanilla, (Vanilla − method) / (Vanilla − Oracle) in "
+                f"E_g-mpjpe: {'; '.join(per_run)}."]  # fmt: skip
 
 
 def _twin_lines(runs: Mapping, methods: list[str]) -> list[str]:
