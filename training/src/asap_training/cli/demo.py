@@ -78,7 +78,8 @@ GRAPH_ATTEMPTS = 3
 
 BASELINES = ("sysid", "dr", "deltadyn", "oracle")
 """Fine-tuning baselines of the paper (§4.7) the demo can add, and the sim-to-sim oracle (fine-tuned in
-the twin's gap itself: the reachable gain); Vanilla (no fine-tuning) is always there."""
+the twin's gap itself: what a perfect correction gives at the same budget); Vanilla (no fine-tuning) is
+always there."""
 
 DELTA_BASES = ("nominal", "sysid")
 """Simulators πΔ can correct (``DemoCfg.delta_base``)."""
@@ -181,8 +182,8 @@ class DemoCfg:
     baselines: tuple[str, ...] = ()
     """Extra fine-tuning baselines for the table (:data:`BASELINES`): ``sysid`` (identified physics),
     ``dr`` (Table VI randomization), ``deltadyn`` (learned residual dynamics); and ``oracle``, fine-tuned
-    in the twin's gap itself (sim-to-sim only: how much of the reachable closed-loop gain each correction
-    kept; not counted among the methods ASAP must beat)."""
+    in the twin's gap itself (sim-to-sim only: each correction's share of its closed-loop gain; not
+    counted among the methods ASAP must beat)."""
     sysid_evaluations: int = 150
     """Open-loop replays the SysID search may use."""
     init_noise: float = 0.0

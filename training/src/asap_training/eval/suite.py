@@ -44,22 +44,13 @@ def _open_loop_reduction(report: Mapping) -> tuple[float, float, float, float | 
     return without, with_delta, with_delta / without - 1.0, floor
 
 
-def closable_share(without: float, with_delta: float, floor: float | None) -> float | None:
-    """The share of the correctable open-loop error (without − floor) that πΔ removed; None without a
-    floor or where nothing is correctable."""
-    if floor is None or without - floor <= 0.0:
+def closable_share(without: float, with_correction: float, reference: float | None) -> float | None:
+    """The share of the error above a reference (without − reference) that a correction removed; None
+    without a reference or where nothing lies above it. Open loop: πΔ's share of the error above the
+    floor; closed loop: a method's share of the oracle's gain over Vanilla."""
+    if reference is None or without - reference <= 0.0:
         return None
-    return (without - with_delta) / (without - floor)
-
-
-def oracle_share(closed: Mapping[str, Mapping], method: str = ASAP) -> float | None:
-    """The share of the oracle's closed-loop gain over Vanilla (E_g-mpjpe) that ``method`` reached; None
-    without an oracle row or where fine-tuning in the gap itself gained nothing."""
-    if ORACLE not in closed or method not in closed:
-        return None
-    vanilla = closed[VANILLA]["e_g_mpjpe_mm"]
-    gain = vanilla - closed[ORACLE]["e_g_mpjpe_mm"]
-    return None if gain <= 0.0 else (vanilla - closed[method]["e_g_mpjpe_mm"]) / gain
+    return (without - with_correction) / (without - reference)
 
 
 def suite_summary(reports: Mapping[str, Mapping]) -> dict:
@@ -70,6 +61,8 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
         closed = report["closed_loop"]
         without, with_delta, change, floor = _open_loop_reduction(report)
         tuned = {m: closed[m]["e_g_mpjpe_mm"] for m in FINE_TUNED if m in closed}
+        vanilla = closed[VANILLA]["e_g_mpjpe_mm"]
+        oracle = closed[ORACLE]["e_g_mpjpe_mm"] if ORACLE in closed else None
         runs[label] = {
             "closed_loop": {m: {k: row[k] for k in ("success_rate", "e_g_mpjpe_mm", "runs")}
                             for m, row in closed.items()},
@@ -80,10 +73,11 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "delta_base": report.get("config", {}).get("delta_base", "nominal"),
             "open_loop_floor_mm": floor,
             "open_loop_closed_share": closable_share(without, with_delta, floor),
-            "asap_below_vanilla": closed[ASAP]["e_g_mpjpe_mm"] < closed[VANILLA]["e_g_mpjpe_mm"],
+            "asap_below_vanilla": tuned[ASAP] < vanilla,
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
             "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
-            "share_of_oracle": {m: oracle_share(closed, m) for m in tuned if ORACLE in closed},
+            "share_of_oracle": {} if oracle is None else {m: closable_share(vanilla, e, oracle)
+                                                          for m, e in tuned.items()},
             "asap_kept_policy": bool(report.get("asap_kept_policy")),
             # the same policies on the twin core over more noise seeds (reports that have them)
             "closed_loop_twin": report.get("closed_loop_twin", {}),
