@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from tensordict import TensorDict
 
 from asap_core import g1
@@ -17,7 +18,7 @@ from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
 from asap_training.cli import finetune as finetune_cli
-from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, keep_reason
+from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, keep_reason, run_baselines
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import (
@@ -32,6 +33,7 @@ from asap_training.envs.delta_model import DeltaModel
 from asap_training.envs.tracking_env import TrackingEnv
 from asap_training.eval.evaluate import eval_env_cfg, rollout_twin
 from asap_training.eval.openloop import open_loop_errors
+from asap_training.eval.suite import SYSID
 from asap_training.rl.export import export_runner
 from asap_training.rl.finetune import FineTuneCfg, IterateSelector, fine_tune, finetune_env_cfg
 from asap_training.rl.train import TrackingRunner, latest_checkpoint, read_params
@@ -253,6 +255,25 @@ def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ank
     fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "", "nominal")
     assert "is kept" in fit.kept and fit.artifact == PARENT / "policy.onnx" and fit.run_dir == PARENT
     assert (tmp_path / "delta" / "delta.onnx").is_file() and not (tmp_path / "finetune_asap").exists()
+
+
+def test_a_round_on_sysids_simulator_fine_tunes_there_without_a_delta_model_that_gains_nothing(
+    weak_ankle_recording, tmp_path
+):
+    """On an identified simulator Δa = 0 is the best correction found: the round fine-tunes in that
+    simulator alone (the SysID baseline's run, which then is copied, not run again)."""
+    base = str(tmp_path / "identified.yaml")
+    Path(base).write_text('torque_scale: {".*_ankle_.*": 0.8}\n')
+    cfg = DemoCfg(out=tmp_path, delta_iterations=0, num_envs=4, delta_joints=ANKLES.joints,
+                  finetune_min_gain=1.0, finetune_iterations=1, finetune_envs=2)  # fmt: skip
+    fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "", base)
+    assert fit.kept == "" and "fine-tuned in that simulator without πΔ" in fit.without_delta
+    assert fit.artifact == tmp_path / "policy_asap.onnx" and fit.artifact.is_file()
+    options = yaml.safe_load((tmp_path / "finetune_asap" / "params" / "finetune.yaml").read_text())
+    assert options["delta_model"] is None and options["profile"] == base
+    artifacts = run_baselines(cfg, weak_ankle_recording, fit.common, {}, Path(base), fit.artifact)
+    assert artifacts[SYSID].read_bytes() == fit.artifact.read_bytes()
+    assert not (tmp_path / "finetune_sysid").exists()
 
 
 def test_asap_delta_passes_the_warm_start_options_on():

@@ -39,6 +39,8 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
         "a": _report((0.0, 150.0), (1.0, 50.0), (1.0, 60.0), (100.0, 40.0), floor=20.0),
         "b": _report((1.0, 80.0), (2 / 3, 90.0), (1.0, 70.0), (50.0, 45.0)),
         "c": _report((1.0, 80.0), (1.0, 80.0), (1.0, 70.0), (50.0, 60.0)) | {"asap_kept_policy": "worse"},
+        # πΔ gained nothing on SysID's simulator: ASAP fine-tuned there without it, SysID's own policy
+        "d": _report((1.0, 80.0), (1.0, 70.0), (1.0, 70.0), (50.0, 50.0)) | {"asap_without_delta": "none"},
     }
     twin = {"success_rate": 0.9, "e_g_mpjpe_mm": 52.25, "e_g_mpjpe_mm_std": 1.5, "runs": 10}
     reports["a"]["closed_loop_twin"] = {ASAP: twin}  # b and c ran without the twin-core cross-check
@@ -57,18 +59,22 @@ def test_summary_numbers_and_verdicts(tmp_path) -> None:
     assert a["share_of_oracle"] == pytest.approx({ASAP: 100 / 110, SYSID: 90 / 110})
     assert b["share_of_oracle"] == {}
     assert s["runs"]["c"]["asap_kept_policy"] and not a["asap_kept_policy"] and not b["asap_kept_policy"]
+    d = s["runs"]["d"]
+    assert d["asap_without_delta"] and not a["asap_without_delta"] and not d["asap_kept_policy"]
+    assert d["asap_below_vanilla"] and not d["asap_lowest_fine_tuned"]  # a tie with SysID is no win
     asap = s["overall"][ASAP]
     mean, std = asap["e_g_mpjpe_mm_mean"], asap["e_g_mpjpe_mm_std"]
-    assert (mean, std) == pytest.approx((220 / 3, (2600 / 9) ** 0.5))  # of 50, 90, 80 (population std)
-    assert asap["success_rate_mean"] == pytest.approx(8 / 9) and asap["episodes_per_gap"] == [3]
+    assert (mean, std) == pytest.approx((72.5, 218.75**0.5))  # of 50, 90, 80, 70 (population std)
+    assert asap["success_rate_mean"] == pytest.approx(11 / 12) and asap["episodes_per_gap"] == [3]
     table = suite_table(s)
     row_a = "| a | 0% / 150.0 | 100% / 50.0 | 100% / 60.0 | 100% / 40.0 | 100.0 → 40.0 (-60%) | 20.0, 75% |"
     assert row_a in table
     assert "| b | 100% / 80.0 | 67% / 90.0 | 100% / 70.0 |  | 50.0 → 45.0 (-10%) on SysID |  |" in table
     assert "| c | 100% / 80.0 | 100% / 80.0 (kept) | 100% / 70.0 |  | 50.0 → 60.0 (+20%) |  |" in table
     assert "(Vanilla − Oracle) in E_g-mpjpe: a: ASAP 91%, SysID 82%." in table
-    assert "lowest of the fine-tuned methods on 1/3" in table and "below Vanilla on 1/3" in table
-    assert "shipped policy was kept (1/3 gaps)" in table
+    assert "| d | 100% / 80.0 | 100% / 70.0 (no πΔ) | 100% / 70.0 |" in table
+    assert "lowest of the fine-tuned methods on 1/4" in table and "below Vanilla on 2/4" in table
+    assert "shipped policy was kept (1/4 gaps)" in table and "without πΔ (1/4 gaps)" in table
     assert "| Gap, twin core | " in table and "| a |  | 90% / 52.2 ± 1.5 |  |" in table
     assert "twin core, [10] noise seeds each" in table
     assert "| b |  |" not in table  # no twin-core row for a run without one

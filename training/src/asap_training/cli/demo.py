@@ -9,8 +9,8 @@
    with PPO) in open-loop replays, open-loop replay errors;
 5. fine-tune the policy in the simulator πΔ corrects (``--delta-base``: the one SysID identifies from the
    same data, or the nominal one) with the frozen πΔ in its action path (+ baselines),
-   unless πΔ replays the data no better than that simulator alone: then the policy is kept
-   (``--finetune-min-gain``);
+   unless πΔ replays the data no better than that simulator alone: then the policy is fine-tuned in
+   SysID's simulator without πΔ, or kept on the nominal one (``--finetune-min-gain``);
 6. start the graph with the shipped policy, push the fine-tuned one into the running node (LoadPolicy),
    record the evaluation episodes again (same twin noise seeds as the Vanilla ones);
 7. evaluate before/after from the bags (Table IV) and write ``report.md``, ``report.json`` and plots.
@@ -191,9 +191,10 @@ class DemoCfg:
     starts cost more than they teach)."""
     finetune_min_gain: float = 0.0
     """Fine-tune only when πΔ replays the data with at least this share less error than its base
-    simulator without πΔ (SysID's by default; πΔ's selection metric); otherwise the round keeps its
-    policy. At 0, any gain: fine-tuning in a simulator further from the robot than its base trains
-    against the wrong robot (measured on a
+    simulator without πΔ (SysID's by default; πΔ's selection metric); otherwise the round fine-tunes in
+    SysID's simulator without πΔ (the best correction found: Δa = 0), or on the nominal one, where the
+    policy was trained, keeps it. At 0, any gain: fine-tuning in a simulator further from the robot than its
+    base trains against the wrong robot (measured on a
     held-out random gap: πΔ 24.1 -> 33.0 mm at 1 s, and the policy fine-tuned in it fell, 0 %, where the
     shipped one completed, 100 %). ``--finetune-min-gain=-inf`` (with the =): always fine-tune."""
     twin_episodes: int = 10
@@ -374,7 +375,9 @@ def run(cfg: DemoCfg) -> Path:
     open_loop = {**fit.open_loop, OPEN_LOOP_FLOOR: open_loop_errors(dataset, profile=cfg.gap)}
     if identified is not None:
         open_loop["SysID"] = open_loop_errors(dataset, profile=str(identified))
-    baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop, identified)
+    # fine-tuned without πΔ, round 1's ASAP policy is the SysID baseline's: the same run, not run twice
+    sysid_policy = fit.artifact if fit.without_delta else None
+    baseline_artifacts = run_baselines(cfg, dataset, fit.common, open_loop, identified, sysid_policy)
     datasets = [dataset]
     for r in range(2, cfg.rounds + 1):
         if fit.kept:
@@ -417,6 +420,8 @@ def run(cfg: DemoCfg) -> Path:
     if fit.kept:
         table += (f"\n\nThe ASAP row is the shipped policy, kept: {fit.kept}. Its episodes are the "
                   "Vanilla row's.")
+    if fit.without_delta:
+        table += f"\n\nThe ASAP row's policy was fine-tuned without πΔ: {fit.without_delta}."
     minutes = (time.monotonic() - t_start) / 60
     twin_title = f"Closed loop on the twin core ({cfg.twin_episodes} noise seeds per policy)"
     twin_text = twin_table(twin) if twin else ""
@@ -436,7 +441,8 @@ def run(cfg: DemoCfg) -> Path:
                 [
                     f"- dataset: `{out / 'dataset.npz'}` (sha256 {dataset.sha256[:12]})",
                     f"- πΔ: `{delta_path}`",
-                    f"- fine-tuned policy: `{asap_onnx}`" + (" (the shipped one, kept)" if fit.kept else ""),
+                    f"- fine-tuned policy: `{asap_onnx}`" + (" (the shipped one, kept)" if fit.kept else "")
+                    + (" (without πΔ)" if fit.without_delta else ""),
                     f"- data bags (action noise {cfg.excitation}): {[str(b) for b in data]}",
                     f"- bags before: {[str(b) for b in before]}",
                     *(f"- bags {name}: {[str(b) for b in bags]}" for name, (_, bags) in after.items()),
@@ -446,7 +452,7 @@ def run(cfg: DemoCfg) -> Path:
             ),
         },
         {"config": asdict(cfg), "open_loop": open_loop, "closed_loop": closed, "closed_loop_twin": twin,
-         "minutes": minutes, "asap_kept_policy": fit.kept},
+         "minutes": minutes, "asap_kept_policy": fit.kept, "asap_without_delta": fit.without_delta},
     )
     print("\n" + table + (f"\n\ntwin core:\n{twin_text}" if twin_text else "")
           + f"\n\nreport: {report}  ({minutes:.1f} min)", flush=True)
@@ -495,6 +501,8 @@ class RoundFit:
     """Open-loop rows of the round's dataset without and with πΔ."""
     common: dict
     """Fine-tuning settings every method shares (budget, seed, dataset)."""
+    without_delta: str = ""
+    """Why the round fine-tuned in SysID's simulator without πΔ ('' when πΔ was in the loop, or kept)."""
 
 
 def delta_train_cfg(cfg: DemoCfg, base: str) -> DeltaTrainCfg:
@@ -537,32 +545,37 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
         "iterations": cfg.finetune_iterations, "num_envs": cfg.finetune_envs, "seed": cfg.seed,
         "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise,
     }  # fmt: skip
-    kept = keep_reason(selection, cfg.finetune_min_gain)
-    if kept:
+    no_gain = keep_reason(selection, cfg.finetune_min_gain)
+    if no_gain and base == "nominal":  # the parent was trained in this simulator: nothing to fine-tune for
+        kept = f"{no_gain}, so the policy is kept, not fine-tuned in a simulator no closer to the robot"
         step(5, f"no fine-tuning: {kept}")
         return RoundFit(delta_path, parent / "policy.onnx", parent, kept, open_loop, common)
 
-    scale = cfg.delta_scale_range
-    scaled = "" if scale is None else f", Δa x{scale[0]:g}-{scale[1]:g} per env and joint"
-    step(5, f"fine-tuning with the frozen πΔ{scaled} ({cfg.finetune_iterations} PPO iterations)")
     run_dir, artifact = cfg.out / f"finetune_asap{tag}", cfg.out / f"policy_asap{tag}.onnx"
-    ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=cfg.delta_scale_range,
-                     profile=None if base == "nominal" else base, **common)  # fmt: skip
+    if no_gain:  # the best correction found is SysID's simulator alone (Δa = 0)
+        without_delta = f"{no_gain}, so the policy is fine-tuned in that simulator without πΔ"
+        step(5, f"fine-tuning without πΔ: {without_delta} ({cfg.finetune_iterations} PPO iterations)")
+        ft = FineTuneCfg(profile=base, **common)
+    else:
+        without_delta, scale = "", cfg.delta_scale_range
+        scaled = "" if scale is None else f", Δa x{scale[0]:g}-{scale[1]:g} per env and joint"
+        step(5, f"fine-tuning with the frozen πΔ{scaled} ({cfg.finetune_iterations} PPO iterations)")
+        ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=cfg.delta_scale_range,
+                         profile=None if base == "nominal" else base, **common)  # fmt: skip
     fine_tune(parent, ft, run_dir, artifact)
     shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
-    return RoundFit(delta_path, artifact, run_dir, "", open_loop, common)
+    return RoundFit(delta_path, artifact, run_dir, "", open_loop, common, without_delta)
 
 
 def keep_reason(selection: dict, min_gain: float) -> str:
-    """Why a round keeps its policy given πΔ's ``selection.json`` ('' to fine-tune): πΔ must replay the
-    data with at least ``min_gain`` of its base simulator's error (without πΔ) removed."""
+    """Why a round fine-tunes without πΔ given πΔ's ``selection.json`` ('' to fine-tune with it): πΔ
+    must replay the data with at least ``min_gain`` of its base simulator's error (without πΔ) removed."""
     with_delta, without = selection["chosen_error_mm"], selection["no_correction_error_mm"]
     if with_delta < (1.0 - min_gain) * without:
         return ""
     asked = "a lower error" if min_gain == 0.0 else f"{min_gain:.0%} less error"
     return (f"πΔ replays the data at {with_delta:.1f} mm, its simulator without πΔ at {without:.1f} mm "
-            f"({selection['metric']}); fine-tuning asks for {asked} (--finetune-min-gain), so the "
-            "policy is kept, not fine-tuned in a simulator no closer to the robot")  # fmt: skip
+            f"({selection['metric']}); fine-tuning with πΔ asks for {asked} (--finetune-min-gain)")
 
 
 def run_suite(cfg: DemoCfg, gaps: Sequence[str]) -> Path:
@@ -588,10 +601,16 @@ def identify_sysid(cfg: DemoCfg, dataset: RealDataset) -> Path:
 
 
 def run_baselines(
-    cfg: DemoCfg, dataset: RealDataset, common: dict, open_loop: dict, identified: Path | None
+    cfg: DemoCfg,
+    dataset: RealDataset,
+    common: dict,
+    open_loop: dict,
+    identified: Path | None,
+    sysid_policy: Path | None = None,
 ) -> dict[str, Path]:
     """Fine-tune each requested baseline with the same data and budget (``identified``: SysID's profile,
-    needed for ``sysid``); adds their open-loop rows."""
+    needed for ``sysid``); adds their open-loop rows. ``sysid_policy``: the SysID baseline's fine-tuning
+    when it already ran (ASAP's without πΔ), copied rather than run again."""
     artifacts = {}
     for name in cfg.baselines:
         run_dir, out = cfg.out / f"finetune_{name}", cfg.out / f"policy_{name}.onnx"
@@ -601,7 +620,11 @@ def run_baselines(
             artifacts[DR] = out
         elif name == "sysid":
             assert identified is not None  # identified in run() whenever the baseline is asked for
-            fine_tune(cfg.parent, FineTuneCfg(profile=str(identified), **common), run_dir, out)
+            if sysid_policy is None:
+                fine_tune(cfg.parent, FineTuneCfg(profile=str(identified), **common), run_dir, out)
+            else:
+                shutil.copy2(sysid_policy, out)
+                print(f"    the same fine-tuning as ASAP's without πΔ: {sysid_policy}", flush=True)
             artifacts[SYSID] = out
         elif name == "oracle":  # the twin's gap itself: what a perfect correction would give
             fine_tune(cfg.parent, FineTuneCfg(profile=cfg.gap, **common), run_dir, out)

@@ -75,10 +75,13 @@ def suite_summary(reports: Mapping[str, Mapping]) -> dict:
             "open_loop_closed_share": closable_share(without, with_delta, floor),
             "asap_below_vanilla": tuned[ASAP] < vanilla,
             "asap_success_at_least_vanilla": closed[ASAP]["success_rate"] >= closed[VANILLA]["success_rate"],
-            "asap_lowest_fine_tuned": len(tuned) > 1 and min(tuned, key=tuned.__getitem__) == ASAP,
+            # strictly: ASAP fine-tuned without πΔ is SysID's policy, and a tie is no win
+            "asap_lowest_fine_tuned": len(tuned) > 1
+            and all(tuned[ASAP] < e for m, e in tuned.items() if m != ASAP),
             "share_of_oracle": {} if oracle is None else {m: closable_share(vanilla, e, oracle)
                                                           for m, e in tuned.items()},
             "asap_kept_policy": bool(report.get("asap_kept_policy")),
+            "asap_without_delta": bool(report.get("asap_without_delta")),
             # the same policies on the twin core over more noise seeds (reports that have them)
             "closed_loop_twin": report.get("closed_loop_twin", {}),
         }
@@ -106,8 +109,10 @@ def suite_table(summary: Mapping) -> str:
         cells = []
         for m in methods:
             c = r["closed_loop"].get(m)
-            kept = " (kept)" if m == ASAP and r["asap_kept_policy"] else ""
-            cells.append(f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f}{kept}" if c else "")
+            mark = ""
+            if m == ASAP and (r["asap_kept_policy"] or r["asap_without_delta"]):
+                mark = " (kept)" if r["asap_kept_policy"] else " (no πΔ)"
+            cells.append(f"{c['success_rate']:.0%} / {c['e_g_mpjpe_mm']:.1f}{mark}" if c else "")
         without, with_delta = r["open_loop_without_mm"], r["open_loop_with_mm"]
         on = " on SysID" if r["delta_base"] == "sysid" else ""
         change = f"{without:.1f} → {with_delta:.1f} ({r['open_loop_change']:+.0%}){on}"
@@ -129,11 +134,13 @@ def suite_table(summary: Mapping) -> str:
     wins = sum(r["asap_lowest_fine_tuned"] for r in runs.values())
     below = sum(r["asap_below_vanilla"] for r in runs.values())
     kept = sum(r["asap_kept_policy"] for r in runs.values())
+    without = sum(r["asap_without_delta"] for r in runs.values())
     lines += [
         "",
         f"Cells: closed-loop success / E_g-mpjpe (mm); episodes per cell: {episodes}. ASAP below Vanilla on "
         f"{below}/{len(runs)} gaps, lowest of the fine-tuned methods on {wins}/{len(runs)}; (kept): πΔ "
-        f"replayed no better than no correction, the shipped policy was kept ({kept}/{len(runs)} gaps). "
+        f"replayed no better than no correction, the shipped policy was kept ({kept}/{len(runs)} gaps); "
+        f"(no πΔ): the same on SysID's simulator, fine-tuned there without πΔ ({without}/{len(runs)} gaps). "
         "ASAP's simulator: πΔ on the nominal one, or (on SysID) on the one SysID identified from the run's "
         "data, where the change includes SysID's share.",
     ]
