@@ -17,8 +17,16 @@ from asap_core import g1
 from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
+from asap_training.cli import demo as demo_cli
 from asap_training.cli import finetune as finetune_cli
-from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, keep_reason, run_baselines
+from asap_training.cli.demo import (
+    DemoCfg,
+    delta_scale_range,
+    delta_train_cfg,
+    fit_and_fine_tune,
+    keep_reason,
+    run_baselines,
+)
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import (
@@ -265,7 +273,8 @@ def test_a_round_on_sysids_simulator_fine_tunes_there_without_a_delta_model_that
     base = str(tmp_path / "identified.yaml")
     Path(base).write_text('torque_scale: {".*_ankle_.*": 0.8}\n')
     cfg = DemoCfg(out=tmp_path, delta_iterations=0, num_envs=4, delta_joints=ANKLES.joints,
-                  finetune_min_gain=1.0, finetune_iterations=1, finetune_envs=2)  # fmt: skip
+                  finetune_min_gain=1.0, finetune_iterations=1, finetune_envs=2,
+                  baselines=("sysid",))  # fmt: skip
     fit = fit_and_fine_tune(cfg, weak_ankle_recording, PARENT, "", base)
     assert fit.kept == "" and "fine-tuned in that simulator without πΔ" in fit.without_delta
     assert fit.artifact == tmp_path / "policy_asap.onnx" and fit.artifact.is_file()
@@ -296,7 +305,13 @@ def test_the_delta_scale_range_is_set_from_the_command_line_and_defaults_to_half
     assert off.delta_scale_range == (1.0, 1.0)
     with pytest.raises(SystemExit):  # two values, not one
         p.parse_args([*base, "--delta-scale-range", "0.8"])
-    assert DemoCfg().delta_scale_range == FineTuneCfg().delta_scale_range
+    # the demo's: the draws where πΔ corrects the nominal simulator, none on SysID's, unless told
+    identified = "runs/demo/sysid/identified.yaml"
+    assert delta_scale_range(DemoCfg(), "nominal") == FineTuneCfg().delta_scale_range == (0.5, 1.5)
+    assert delta_scale_range(DemoCfg(), identified) == (1.0, 1.0)
+    demo = demo_cli.parser()
+    told = demo.config(demo.parse_args(["--delta-scale-range", "0.8", "1.2"]), DemoCfg)
+    assert delta_scale_range(told, identified) == delta_scale_range(told, "nominal") == (0.8, 1.2)
 
 
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):
