@@ -17,16 +17,8 @@ from asap_core import g1
 from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
-from asap_training.cli import demo as demo_cli
 from asap_training.cli import finetune as finetune_cli
-from asap_training.cli.demo import (
-    DemoCfg,
-    delta_scale_range,
-    delta_train_cfg,
-    fit_and_fine_tune,
-    keep_reason,
-    run_baselines,
-)
+from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, keep_reason, run_baselines
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import (
@@ -305,13 +297,7 @@ def test_the_delta_scale_range_is_set_from_the_command_line_and_defaults_to_half
     assert off.delta_scale_range == (1.0, 1.0)
     with pytest.raises(SystemExit):  # two values, not one
         p.parse_args([*base, "--delta-scale-range", "0.8"])
-    # the demo's: the draws where πΔ corrects the nominal simulator, none on SysID's, unless told
-    identified = "runs/demo/sysid/identified.yaml"
-    assert delta_scale_range(DemoCfg(), "nominal") == FineTuneCfg().delta_scale_range == (0.5, 1.5)
-    assert delta_scale_range(DemoCfg(), identified) == (1.0, 1.0)
-    demo = demo_cli.parser()
-    told = demo.config(demo.parse_args(["--delta-scale-range", "0.8", "1.2"]), DemoCfg)
-    assert delta_scale_range(told, identified) == delta_scale_range(told, "nominal") == (0.8, 1.2)
+    assert DemoCfg().delta_scale_range == FineTuneCfg().delta_scale_range
 
 
 def test_fine_tune_refuses_a_parent_that_is_not_a_run(tmp_path):

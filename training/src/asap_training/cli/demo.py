@@ -165,17 +165,10 @@ class DemoCfg:
     delta_gain_iterations: int = GainCalibrationCfg.iterations
     """Iterations of the search for πΔ's per-joint gains on its open-loop replays (``joint_linear``;
     ``GainCalibrationCfg``, why: ``asap_training.delta.gains``; 0: gains 1)."""
-    delta_scale_range: tuple[float, float] | None = None
+    delta_scale_range: tuple[float, float] | None = FineTuneCfg.delta_scale_range
     """ASAP's fine-tuning scales each env's Δa per joint by a factor from this range, drawn at every
     episode start (``FineTuneCfg.delta_scale_range``: why and what it measured); ``1 1``: Δa as πΔ
-    gives it. None: by the simulator πΔ corrects, ``FineTuneCfg.delta_scale_range`` (±50 %) on the
-    nominal one, none on SysID's.
-
-    Why none on SysID's: there πΔ is a residual of an identified simulator, not the whole gap, and the
-    draws cost more than they protect. On random:11002-11006 (the gaps that held out the SysID base; each
-    run's data, πΔ and seed; twin core, 10 seeds): 55.9/46.5/48.3/44.2/53.7 -> 47.0/46.4/49.1/45.8/49.0
-    mm without them (mean 49.7 -> 47.5), and on the shipped gap 55.3 -> 53.4. Held out for this choice:
-    random:12001-12005 (README)."""
+    gives it."""
     finetune_iterations: int = 200
     """PPO iterations of each fine-tuning."""
     finetune_envs: int = 256
@@ -524,15 +517,6 @@ def delta_train_cfg(cfg: DemoCfg, base: str) -> DeltaTrainCfg:
                          gains=GainCalibrationCfg(iterations=cfg.delta_gain_iterations))  # fmt: skip
 
 
-def delta_scale_range(cfg: DemoCfg, base: str) -> tuple[float, float]:
-    """The Δa scale range of ASAP's fine-tuning in the simulator with dynamics profile ``base``
-    (``DemoCfg.delta_scale_range``; (1, 1): none)."""
-    if cfg.delta_scale_range is not None:
-        return cfg.delta_scale_range
-    drawn = FineTuneCfg.delta_scale_range
-    return drawn if base == "nominal" and drawn is not None else (1.0, 1.0)
-
-
 def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str, base: str) -> RoundFit:
     """Steps 4 and 5 of one round: fit πΔ on ``dataset`` as a correction of the simulator with dynamics
     profile ``base`` and fine-tune ``parent`` in that simulator with πΔ frozen."""
@@ -573,10 +557,10 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
         step(5, f"fine-tuning without πΔ: {without_delta} ({cfg.finetune_iterations} PPO iterations)")
         ft = FineTuneCfg(profile=base, **common)
     else:
-        without_delta, scale = "", delta_scale_range(cfg, base)
-        scaled = "" if scale[0] == scale[1] == 1.0 else f", Δa x{scale[0]:g}-{scale[1]:g} per env and joint"
+        without_delta, scale = "", cfg.delta_scale_range
+        scaled = "" if scale is None else f", Δa x{scale[0]:g}-{scale[1]:g} per env and joint"
         step(5, f"fine-tuning with the frozen πΔ{scaled} ({cfg.finetune_iterations} PPO iterations)")
-        ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=scale,
+        ft = FineTuneCfg(delta_model=delta_path, delta_scale_range=cfg.delta_scale_range,
                          profile=None if base == "nominal" else base, **common)  # fmt: skip
     fine_tune(parent, ft, run_dir, artifact)
     shutil.copy2(artifact, run_dir / "policy.onnx")  # a training run's layout: the next round's parent
