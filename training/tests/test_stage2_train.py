@@ -18,7 +18,7 @@ from asap_core.artifact import load_artifact
 from asap_core.inference import OnnxPolicy
 from asap_training.cli import delta as delta_cli
 from asap_training.cli import finetune as finetune_cli
-from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, keep_reason, run_baselines
+from asap_training.cli.demo import DemoCfg, delta_train_cfg, fit_and_fine_tune, no_gain_reason, run_baselines
 from asap_training.data.dataset import RealDataset
 from asap_training.delta.train import DeltaTrainCfg, train_delta
 from asap_training.delta.warm_start import (
@@ -244,10 +244,10 @@ def test_the_demo_matches_reported_torques_only_on_the_nominal_simulator() -> No
 
 def test_a_round_keeps_its_policy_when_the_delta_model_gains_too_little(weak_ankle_recording, tmp_path):
     selection = {"chosen_error_mm": 40.0, "no_correction_error_mm": 50.0, "metric": "1 s"}
-    assert keep_reason(selection, 0.0) == "" and keep_reason(selection, 0.19) == ""
-    assert "40.0 mm" in keep_reason(selection, 0.2) and "50.0 mm" in keep_reason(selection, 0.2)
-    assert keep_reason(selection | {"chosen_error_mm": 50.0}, 0.0)  # no gain is not enough
-    assert keep_reason(selection | {"chosen_error_mm": 60.0}, float("-inf")) == ""
+    assert no_gain_reason(selection, 0.0) == "" and no_gain_reason(selection, 0.19) == ""
+    assert "40.0 mm" in no_gain_reason(selection, 0.2) and "50.0 mm" in no_gain_reason(selection, 0.2)
+    assert no_gain_reason(selection | {"chosen_error_mm": 50.0}, 0.0)  # no gain is not enough
+    assert no_gain_reason(selection | {"chosen_error_mm": 60.0}, float("-inf")) == ""
     # a whole round: πΔ is fitted and scored, then the policy is kept (no πΔ removes all the error)
     cfg = DemoCfg(
         out=tmp_path, delta_iterations=0, num_envs=4, delta_joints=ANKLES.joints, finetune_min_gain=1.0

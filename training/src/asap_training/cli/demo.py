@@ -545,7 +545,7 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
         "iterations": cfg.finetune_iterations, "num_envs": cfg.finetune_envs, "seed": cfg.seed,
         "dataset_sha256": dataset.sha256, "init_noise": cfg.init_noise,
     }  # fmt: skip
-    no_gain = keep_reason(selection, cfg.finetune_min_gain)
+    no_gain = no_gain_reason(selection, cfg.finetune_min_gain)
     if no_gain and base == "nominal":  # the parent was trained in this simulator: nothing to fine-tune for
         kept = f"{no_gain}, so the policy is kept, not fine-tuned in a simulator no closer to the robot"
         step(5, f"no fine-tuning: {kept}")
@@ -567,7 +567,7 @@ def fit_and_fine_tune(cfg: DemoCfg, dataset: RealDataset, parent: Path, tag: str
     return RoundFit(delta_path, artifact, run_dir, "", open_loop, common, without_delta)
 
 
-def keep_reason(selection: dict, min_gain: float) -> str:
+def no_gain_reason(selection: dict, min_gain: float) -> str:
     """Why a round fine-tunes without πΔ given πΔ's ``selection.json`` ('' to fine-tune with it): πΔ
     must replay the data with at least ``min_gain`` of its base simulator's error (without πΔ) removed."""
     with_delta, without = selection["chosen_error_mm"], selection["no_correction_error_mm"]
